@@ -1,0 +1,44 @@
+# Two commands for a fresh machine: `make demo` and `make test` (both install if needed).
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.sdpo_kit-installed
+export SDPO_KIT_CACHE ?= $(CURDIR)/.cache/sdpo_kit
+
+.PHONY: install demo test unit notebooks lint docs bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/sdpo-kit train configs/demo.yaml --output-dir runs/demo
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests
+
+notebooks: $(STAMP)
+	SDPO_KIT_SMOKE=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
+
+test: $(STAMP)
+	$(BIN)/pytest -q tests
+	SDPO_KIT_SMOKE=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
+
+lint: $(STAMP)
+	$(BIN)/ruff check sdpo_kit tests benchmarks
+
+docs: $(STAMP)
+	$(BIN)/pip install -q -c constraints.txt -e ".[docs]"
+	$(BIN)/mkdocs build --strict
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_speed.py
+	$(BIN)/python benchmarks/bench_demo.py
+
+clean:
+	rm -rf $(VENV) runs site .cache

@@ -1,0 +1,109 @@
+"""Sampling helpers shared by trainers, evaluators and notebooks.
+
+Prompts are chat message lists (rendered with the tokenizer's chat template) or plain
+strings (used as they are). Generation is left-padded and batched: one ``generate`` call
+per batch, never a loop over single prompts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def render_prompts(tokenizer, prompts) -> list[str]:
+    """Chat-template each conversational prompt; plain strings pass through."""
+    out = []
+    for p in prompts:
+        if isinstance(p, str):
+            out.append(p)
+        else:
+            out.append(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False))
+    return out
+
+
+def encode_prompts(tokenizer, prompts, device=None) -> dict[str, torch.Tensor]:
+    """Left-padded ``input_ids`` / ``attention_mask`` of shape (B, P)."""
+    texts = render_prompts(tokenizer, prompts)
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    try:
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    finally:
+        tokenizer.padding_side = side
+    return {k: v.to(device) if device is not None else v for k, v in enc.items()}
+
+
+@dataclass
+class Rollout:
+    """A batch of sampled sequences; completions are right-padded after the eos."""
+
+    prompt_ids: torch.Tensor        # (B, P) left-padded
+    prompt_mask: torch.Tensor       # (B, P)
+    completion_ids: torch.Tensor    # (B, T) right-padded with pad_token_id
+    completion_mask: torch.Tensor   # (B, T) 1 up to and including the first eos
+    texts: list[str]                # decoded completions, special tokens removed
+
+
+def completion_mask_from_eos(completion_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
+    """1 for tokens up to and including the first eos, 0 after it (TRL's convention)."""
+    is_eos = completion_ids == eos_token_id                                   # (B, T)
+    T = completion_ids.size(1)
+    first = torch.where(is_eos.any(1), is_eos.float().argmax(1), torch.full_like(is_eos[:, 0], T, dtype=torch.long))  # (B,)
+    pos = torch.arange(T, device=completion_ids.device).expand_as(completion_ids)  # (B, T)
+    return (pos <= first.unsqueeze(1)).long()                                 # (B, T)
+
+
+@torch.no_grad()
+def sample(model, tokenizer, prompts, *, max_new_tokens: int, do_sample: bool = True,
+           temperature: float = 1.0, top_k: int = 0, num_return_sequences: int = 1) -> Rollout:
+    """Sample completions for ``prompts``; each prompt repeated ``num_return_sequences``
+    times in a row (the layout ``group_advantages`` expects: G rows per prompt)."""
+    device = next(model.parameters()).device
+    enc = encode_prompts(tokenizer, prompts, device)
+    prompt_ids = enc["input_ids"].repeat_interleave(num_return_sequences, 0)       # (B, P)
+    prompt_mask = enc["attention_mask"].repeat_interleave(num_return_sequences, 0)  # (B, P)
+    gen_kwargs = dict(
+        max_new_tokens=max_new_tokens,
+        do_sample=do_sample,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    if do_sample:
+        gen_kwargs.update(temperature=temperature, top_k=top_k or None, top_p=1.0)
+    was_training = model.training
+    model.eval()
+    out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, **gen_kwargs)
+    model.train(was_training)
+    completion_ids = out[:, prompt_ids.size(1):]                                 # (B, T)
+    completion_mask = completion_mask_from_eos(completion_ids, tokenizer.eos_token_id)
+    completion_ids = completion_ids.masked_fill(completion_mask == 0, tokenizer.pad_token_id)
+    texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+    return Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask, texts)
+
+
+def generate_completions(model, tokenizer, prompts, *, max_new_tokens: int,
+                         do_sample: bool = False, **kwargs) -> list[str]:
+    """Decoded completions, one per prompt (greedy by default)."""
+    return sample(model, tokenizer, prompts, max_new_tokens=max_new_tokens,
+                  do_sample=do_sample, **kwargs).texts
+
+
+def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                        completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+                        temperature: float = 1.0) -> torch.Tensor:
+    """log pi(o_t | q, o_<t) for every completion token, shape (B, T).
+
+    Positions come from the attention mask, as in ``generate``, so left padding does not
+    shift the positions the model saw while sampling.
+    """
+    from .losses import token_logprobs
+
+    input_ids = torch.cat([prompt_ids, completion_ids], 1)                    # (B, P+T)
+    attention_mask = torch.cat([prompt_mask, completion_mask], 1)              # (B, P+T)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)                # (B, P+T)
+    T = completion_ids.size(1)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask,
+                   position_ids=position_ids, logits_to_keep=T + 1).logits    # (B, T+1, V)
+    return token_logprobs(logits[:, :-1], completion_ids, temperature)         # (B, T)

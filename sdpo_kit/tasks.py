@@ -1,0 +1,193 @@
+"""Synthetic verifiable tasks, generated in code (no downloads).
+
+A task makes chat rows ``{"prompt": [{"role": "user", "content": ...}], "answer": "..."}``,
+splits them into train / held-out without overlap, scores completions with a verifiable
+reward and measures greedy accuracy of a model on a split.
+
+Difficulty knobs (``digits``, ``terms``) let the same task serve the tiny CPU model
+(1-digit, 3 terms) and a 0.5B model on a T4 (3-digit, 4 terms, say).
+
+Left out on purpose: multi-turn environments and natural-language word problems; later
+tracks (SDPO feedback, verl) add what they need on top of ``Task``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+# the reprompt used by the warm start's copy examples and, later, by SDPO's teacher:
+# the question followed by a solution that worked. plain ASCII so the tiny tokenizer covers it.
+HINT_TEMPLATE = "{question}\nCorrect answer: {solution}"
+
+
+def completion_text(completion) -> str:
+    """Text of a completion in either TRL format: a string or a list of chat messages."""
+    if completion is None:
+        return ""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    if isinstance(completion, (list, tuple)):
+        return "".join(completion_text(m) for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+def prompt_text(prompt) -> str:
+    """The last user message of a chat prompt, or the prompt itself when it is a string."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
+    return users[-1] if users else completion_text(prompt)
+
+
+def extract_answer(text: str, tagged: bool) -> str | None:
+    """The answer a completion gives, or None when it gives none.
+
+    Tagged: the content of the first ``<answer>...</answer>``. Plain: the text up to the
+    first newline, stripped. Never raises.
+    """
+    text = completion_text(text)
+    if tagged:
+        m = ANSWER_RE.search(text)
+        return m.group(1).strip() if m else None
+    ans = text.strip().split("\n", 1)[0].strip() if text.strip() else ""
+    return ans or None
+
+
+@dataclass
+class ArithmeticTask:
+    """Sum of ``terms`` non-negative integers of at most ``digits`` digits each.
+
+    Prompt ``"3+5+1="`` (plain) or ``"3+5+1= <answer>"`` (tagged), answer ``"9"``.
+    With ``tagged=True`` the completion must be ``<answer>9</answer>``.
+    """
+
+    digits: int = 1
+    terms: int = 3
+    tagged: bool = False
+    n_eval: int = 200
+    n_train: int | None = None  # None: every problem not held out (small spaces)
+    seed: int = 0
+    name: str = field(init=False, default="arithmetic")
+
+    def __post_init__(self):
+        if self.digits < 1 or self.terms < 1:
+            raise ValueError(f"digits and terms must be >= 1, got {self.digits}, {self.terms}")
+
+    # --- rows ---------------------------------------------------------------------------
+    def question(self, operands) -> str:
+        q = "+".join(str(x) for x in operands) + "="
+        return q + " <answer>" if self.tagged else q
+
+    def format_answer(self, answer: str) -> str:
+        """The completion a perfect model writes for ``answer``."""
+        return f"<answer>{answer}</answer>" if self.tagged else answer
+
+    def row(self, operands) -> dict:
+        return {
+            "prompt": [{"role": "user", "content": self.question(operands)}],
+            "answer": str(sum(operands)),
+        }
+
+    def _problems(self, rng: random.Random, n: int) -> list[tuple[int, ...]]:
+        hi = 10**self.digits
+        space = hi**self.terms
+        if space <= 200_000:  # enumerate and shuffle: an exact, overlap-free split
+            all_ops = list(itertools.product(range(hi), repeat=self.terms))
+            rng.shuffle(all_ops)
+            return all_ops[:n] if n < len(all_ops) else all_ops
+        seen, out = set(), []
+        while len(out) < n:
+            ops = tuple(rng.randrange(hi) for _ in range(self.terms))
+            if ops not in seen:
+                seen.add(ops)
+                out.append(ops)
+        return out
+
+    def splits(self) -> tuple[list[dict], list[dict]]:
+        """(train_rows, heldout_rows), disjoint by question, deterministic in ``seed``."""
+        rng = random.Random(self.seed)
+        space = (10**self.digits) ** self.terms
+        n_train = self.n_train if self.n_train is not None else max(space - self.n_eval, 0)
+        want = min(space, self.n_eval + n_train)
+        if want <= self.n_eval:
+            raise ValueError(
+                f"task space has {space} problems; n_eval={self.n_eval} leaves none to train on"
+            )
+        problems = self._problems(rng, want)
+        heldout, train = problems[: self.n_eval], problems[self.n_eval :]
+        return [self.row(p) for p in train], [self.row(p) for p in heldout]
+
+    # --- scoring ------------------------------------------------------------------------
+    def is_correct(self, completion, answer: str) -> bool:
+        got = extract_answer(completion, self.tagged)
+        return got is not None and got == str(answer).strip()
+
+    def reward(self, prompts, completions, answer, **kwargs) -> list[float]:
+        """TRL reward signature: 1.0 for the right answer, else 0.0."""
+        return [float(self.is_correct(c, a)) for c, a in zip(completions, answer)]
+
+    # --- warm-start rows ----------------------------------------------------------------
+    def sft_rows(self, rows: list[dict], copy_fraction: float = 0.3, seed: int = 0) -> list[dict]:
+        """(prompt, completion) pairs for the warm start.
+
+        Besides plain question -> answer, a ``copy_fraction`` of rows show a solution in the
+        prompt (``HINT_TEMPLATE``) that the model learns to copy: the skill SDPO's reprompted
+        teacher relies on. Half of those hints carry a random number instead of the sum, so
+        copying the context, not recalling the sum, is what the loss rewards.
+        """
+        rng = random.Random(seed)
+        out = []
+        for r in rows:
+            q = r["prompt"][-1]["content"]
+            out.append({"prompt": r["prompt"], "completion": self.format_answer(r["answer"])})
+            if rng.random() < copy_fraction:
+                sol = r["answer"] if rng.random() < 0.5 else str(rng.randrange(10 ** (self.digits + 1)))
+                hinted = HINT_TEMPLATE.format(question=q, solution=self.format_answer(sol))
+                out.append(
+                    {"prompt": [{"role": "user", "content": hinted}], "completion": self.format_answer(sol)}
+                )
+        return out
+
+    # --- evaluation ---------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self, model, tokenizer, rows: list[dict], batch_size: int = 256,
+                 max_new_tokens: int | None = None) -> float:
+        """Greedy accuracy of ``model`` on ``rows`` (fraction in [0, 1])."""
+        if not rows:
+            raise ValueError("evaluate() got no rows")
+        from .generation import generate_completions
+
+        if max_new_tokens is None:
+            max_new_tokens = self.max_completion_tokens()
+        correct = 0
+        for i in range(0, len(rows), batch_size):
+            chunk = rows[i : i + batch_size]
+            texts = generate_completions(
+                model, tokenizer, [r["prompt"] for r in chunk],
+                max_new_tokens=max_new_tokens, do_sample=False,
+            )
+            correct += sum(self.is_correct(t, r["answer"]) for t, r in zip(texts, chunk))
+        return correct / len(rows)
+
+    def max_completion_tokens(self) -> int:
+        """Enough new tokens for a perfect answer plus slack (character-level tokens)."""
+        n = len(str(self.terms * (10**self.digits - 1)))
+        return n + (len("<answer></answer>") if self.tagged else 0) + 2
+
+
+def make_task(name: str = "arithmetic", **kwargs) -> ArithmeticTask:
+    """Task factory used by configs: ``arithmetic`` or ``tagged_arithmetic``."""
+    if name == "arithmetic":
+        return ArithmeticTask(**kwargs)
+    if name in ("tagged_arithmetic", "tagged"):
+        return ArithmeticTask(tagged=True, **kwargs)
+    raise ValueError(f"unknown task {name!r}; choose 'arithmetic' or 'tagged_arithmetic'")
