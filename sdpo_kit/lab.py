@@ -183,8 +183,16 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
     cfg = cfg or LabConfig()
     path = cache_dir() / f"tiny-lab-{cfg.key()}"
     if (path / "model.safetensors").exists() and not force:
-        model = LlamaForCausalLM.from_pretrained(path, use_safetensors=True)
-        tok = AutoTokenizer.from_pretrained(path)
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # a 0.1M-parameter load needs no progress bar
+        try:
+            model = LlamaForCausalLM.from_pretrained(path, use_safetensors=True)
+            tok = AutoTokenizer.from_pretrained(path)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         return model.eval(), tok
 
     t0 = time.time()
@@ -201,7 +209,7 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
     finally:
         torch.set_num_threads(threads)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp, safe_serialization=True)
+    model.save_pretrained(tmp)  # safetensors is the default and the only format we load
     tok.save_pretrained(tmp)
     (tmp / "lab_config.json").write_text(json.dumps(asdict(cfg), indent=2))
     try:  # atomic publish; a concurrent process may have won the race
