@@ -1,0 +1,206 @@
+"""One loader for every policy: ``load_policy(name) -> (model, tokenizer)``.
+
+* ``"tiny-lab"``: the offline, warm-started tiny Llama of ``sdpo_kit.lab`` (no hub, CPU).
+* a hub id (``"Qwen/Qwen2.5-0.5B-Instruct"``) or a local directory:
+    - CUDA and ``unsloth`` importable: Unsloth's ``FastLanguageModel`` in 4-bit with LoRA
+      (fp16 on a T4, which has no real bf16; bf16 where the GPU supports it);
+    - otherwise: transformers ``AutoModelForCausalLM`` + ``AutoTokenizer`` (safetensors only,
+      ``trust_remote_code`` off unless asked) and an optional PEFT LoRA adapter.
+
+Whatever the branch, the tokenizer comes back with a pad token (eos when it has none) and
+left padding, the padding batched generation needs; everything downstream is the same code.
+
+Offline (``HF_HUB_OFFLINE=1``, or no network) a hub model that is not already in the local
+cache raises ``ModelNotAvailableError`` naming it and pointing at ``name="tiny-lab"``.
+
+Left out on purpose: vLLM, merged / GGUF export (a later track), multi-GPU placement.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+TINY_LAB = "tiny-lab"
+# LoRA as in the seed: r=16 on every attention and MLP projection, alpha 16, no dropout
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LORA_DEFAULTS = {"r": 16, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": list(LORA_TARGETS)}
+
+
+class ModelNotAvailableError(RuntimeError):
+    """The requested model cannot be loaded: offline and not cached, missing, or gated."""
+
+
+def _offline() -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    try:
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except (ImportError, AttributeError):  # pragma: no cover - ships with transformers
+        return False
+
+
+def _lora_kwargs(lora) -> dict | None:
+    """``None``/``False``: no adapter; ``True``: the defaults; an int: the rank; a dict: overrides."""
+    if lora is None or lora is False:
+        return None
+    if lora is True:
+        return dict(LORA_DEFAULTS)
+    if isinstance(lora, int):
+        return {**LORA_DEFAULTS, "r": lora, "lora_alpha": lora}
+    if isinstance(lora, dict):
+        unknown = set(lora) - {"r", "lora_alpha", "lora_dropout", "target_modules", "bias"}
+        if unknown:
+            raise ValueError(f"unknown LoRA option(s) {sorted(unknown)}; "
+                             "use r, lora_alpha, lora_dropout, target_modules, bias")
+        return {**LORA_DEFAULTS, **lora}
+    raise TypeError(f"lora must be None, a bool, an int (rank) or a dict, got {type(lora).__name__}")
+
+
+def _resolve_dtype(dtype) -> torch.dtype:
+    """float32 on CPU; bf16 on GPUs that really have it, else fp16 (a T4 has no real bf16)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str) and dtype != "auto":
+        return getattr(torch, {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}.get(dtype, dtype))
+    if not torch.cuda.is_available():
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def _unsloth_available() -> bool:
+    if not torch.cuda.is_available():
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("unsloth") is not None
+
+
+def finish_tokenizer(tokenizer, model=None):
+    """Pad token (eos fallback) and left padding, so batched ``generate`` sees prompts end-aligned."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    if model is not None and getattr(model, "generation_config", None) is not None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return tokenizer
+
+
+def _not_available(name: str, err: Exception) -> ModelNotAvailableError:
+    where = ("HF_HUB_OFFLINE=1 is set" if _offline() else "no network, a wrong name, or a gated model")
+    return ModelNotAvailableError(
+        f"cannot load model {name!r}: it is not in the local Hugging Face cache and cannot be "
+        f"downloaded offline ({where}). Use name='tiny-lab' for the offline tiny model, or load "
+        f"{name!r} once with network access so it is cached. Original error: "
+        f"{type(err).__name__}: {err}"
+    )
+
+
+def _load_unsloth(name, *, max_seq_length, load_in_4bit, dtype, lora, trust_remote_code):
+    """Unsloth's fast path on a CUDA GPU: 4-bit base + LoRA adapters (the seed's recipe)."""
+    from unsloth import FastLanguageModel  # imported late: unsloth patches transformers on import
+
+    model, tokenizer = FastLanguageModel.from_pretrained(
+        model_name=name, max_seq_length=max_seq_length, dtype=dtype,
+        load_in_4bit=True if load_in_4bit is None else load_in_4bit,
+        trust_remote_code=trust_remote_code,
+    )
+    if lora is not None:
+        model = FastLanguageModel.get_peft_model(
+            model, r=lora["r"], target_modules=lora["target_modules"], lora_alpha=lora["lora_alpha"],
+            lora_dropout=lora["lora_dropout"], bias=lora.get("bias", "none"),
+            use_gradient_checkpointing="unsloth", random_state=0,
+        )
+    return model, tokenizer
+
+
+def _load_transformers(name, *, load_in_4bit, dtype, trust_remote_code, local_only):
+    """Plain transformers: safetensors weights only, remote code off unless asked."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = {"trust_remote_code": trust_remote_code, "local_files_only": local_only}
+    tokenizer = AutoTokenizer.from_pretrained(name, **kwargs)
+    model_kwargs = dict(dtype=dtype, use_safetensors=True, **kwargs)
+    if load_in_4bit:
+        if not torch.cuda.is_available():
+            raise ValueError("load_in_4bit=True needs a CUDA GPU (bitsandbytes); on CPU leave it off")
+        from transformers import BitsAndBytesConfig
+
+        model_kwargs.update(
+            quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                   bnb_4bit_compute_dtype=dtype),
+            device_map={"": 0},
+        )
+    model = AutoModelForCausalLM.from_pretrained(name, **model_kwargs)
+    if torch.cuda.is_available() and not load_in_4bit:
+        model = model.to("cuda")
+    return model, tokenizer
+
+
+def _add_peft_lora(model, lora: dict):
+    from peft import LoraConfig, get_peft_model
+
+    if getattr(model, "is_loaded_in_4bit", False):
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model)
+    config = LoraConfig(task_type="CAUSAL_LM", bias=lora.get("bias", "none"), r=lora["r"],
+                        lora_alpha=lora["lora_alpha"], lora_dropout=lora["lora_dropout"],
+                        target_modules=list(lora["target_modules"]))
+    return get_peft_model(model, config)
+
+
+def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = None,
+                max_seq_length: int = 1024, trust_remote_code: bool = False, lab_config=None,
+                dtype=None):
+    """Load a policy and its tokenizer, the same way in every notebook, test and the CLI.
+
+    Args:
+        name: ``"tiny-lab"``, a Hugging Face hub id, or a local directory.
+        lora: LoRA adapter: ``None`` (default: on for hub models, off for the tiny lab),
+            ``False``, ``True`` (r=16, alpha=16, dropout 0 on q/k/v/o/gate/up/down), an int
+            rank, or a dict overriding those keys.
+        load_in_4bit: ``None``: 4-bit on the Unsloth path, off on the transformers path.
+        max_seq_length: context length Unsloth prepares for (ignored elsewhere).
+        trust_remote_code: run Python shipped with a hub model; off by default.
+        lab_config: a ``sdpo_kit.lab.LabConfig`` or a dict of its fields (tiny lab only).
+        dtype: ``None``/``"auto"`` (fp32 on CPU, bf16 or fp16 on GPU), a string or a torch dtype.
+
+    Returns ``(model, tokenizer)``; the tokenizer pads on the left with a pad token set.
+    Raises ``ModelNotAvailableError`` when a hub model cannot be had (offline, not cached).
+    """
+    if name == TINY_LAB:
+        from .lab import LabConfig, warm_start
+
+        cfg = LabConfig(**lab_config) if isinstance(lab_config, dict) else lab_config
+        model, tokenizer = warm_start(cfg)
+        lora_kw = _lora_kwargs(lora)  # off unless asked: the tiny model trains in full
+        if lora_kw is not None:
+            model = _add_peft_lora(model, lora_kw)
+        return model, finish_tokenizer(tokenizer, model)
+
+    if lab_config is not None:
+        raise ValueError("lab_config only applies to name='tiny-lab'")
+    lora_kw = _lora_kwargs(True if lora is None else lora)
+    torch_dtype = _resolve_dtype(dtype)
+    is_local = Path(os.path.expanduser(name)).is_dir()
+    if not is_local and name.startswith((".", "/", "~")):
+        raise ModelNotAvailableError(f"model directory {name!r} does not exist")
+    try:
+        if _unsloth_available():
+            model, tokenizer = _load_unsloth(name, max_seq_length=max_seq_length, load_in_4bit=load_in_4bit,
+                                             dtype=torch_dtype, lora=lora_kw,
+                                             trust_remote_code=trust_remote_code)
+        else:
+            model, tokenizer = _load_transformers(name, load_in_4bit=load_in_4bit, dtype=torch_dtype,
+                                                  trust_remote_code=trust_remote_code,
+                                                  local_only=_offline() and not is_local)
+            if lora_kw is not None:
+                model = _add_peft_lora(model, lora_kw)
+    except OSError as e:  # huggingface_hub's offline / not-found / gated errors are all OSErrors
+        raise _not_available(name, e) from e
+    return model, finish_tokenizer(tokenizer, model)
