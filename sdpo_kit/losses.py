@@ -37,7 +37,9 @@ def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: floa
     """
     if temperature != 1.0:
         logits = logits / temperature                                          # (B, T, V)
-    logp_all = F.log_softmax(logits.float(), dim=-1)                           # (B, T, V)
+    # at least fp32 for the softmax (bf16/fp16 logits lose log-prob precision); fp64 stays fp64
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))       # (B, T, V)
+    logp_all = F.log_softmax(logits, dim=-1)                                   # (B, T, V)
     return logp_all.gather(-1, labels.unsqueeze(-1)).squeeze(-1)               # (B, T)
 
 
@@ -97,7 +99,7 @@ def group_advantages(rewards: torch.Tensor, num_generations: int, scale_rewards:
     """
     if scale_rewards not in SCALE_REWARDS:
         raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {scale_rewards!r}")
-    if rewards.dim() != 1 or rewards.numel() % num_generations:
+    if num_generations < 1 or rewards.dim() != 1 or rewards.numel() % num_generations:
         raise ValueError(
             f"rewards must be 1-D with a multiple of num_generations={num_generations} entries, "
             f"got shape {tuple(rewards.shape)}"
@@ -127,6 +129,11 @@ def aggregate_loss(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: 
                                                     generation batch; equals bnpo for one process and
                                                     no gradient accumulation)
     """
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    if per_token_loss.dim() != 2 or mask.shape != per_token_loss.shape:
+        raise ValueError(f"per_token_loss and mask must both be (B, T), got {tuple(per_token_loss.shape)} "
+                         f"and {tuple(mask.shape)}")
     mask = mask.to(per_token_loss.dtype)
     if loss_type == "grpo":
         return masked_mean(per_token_loss, mask, dim=1).mean()                  # scalar
@@ -136,6 +143,16 @@ def aggregate_loss(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: 
         L = max_completion_length if max_completion_length is not None else per_token_loss.size(1)
         return masked_sum(per_token_loss, mask) / (per_token_loss.size(0) * L)  # scalar
     raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+
+
+def _check_shapes(logp: torch.Tensor, **others: torch.Tensor | None) -> None:
+    """ValueError unless logp is (B, T) and every other tensor given has that same shape
+    (broadcasting would otherwise hide a misaligned batch)."""
+    if logp.dim() != 2:
+        raise ValueError(f"logp must be (B, T), got {tuple(logp.shape)}")
+    for name, x in others.items():
+        if x is not None and x.shape != logp.shape:
+            raise ValueError(f"{name} must have logp's shape {tuple(logp.shape)}, got {tuple(x.shape)}")
 
 
 def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
@@ -163,6 +180,10 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
         raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
     if beta != 0.0 and ref_logp is None:
         raise ValueError("beta != 0 needs ref_logp")
+    _check_shapes(logp, old_logp=old_logp, mask=mask, ref_logp=ref_logp)
+    if advantages.shape not in ((logp.size(0),), logp.shape):
+        raise ValueError(f"advantages must be (B,) or (B, T) with (B, T) = {tuple(logp.shape)}, "
+                         f"got {tuple(advantages.shape)}")
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     mask = mask.to(logp.dtype)
     if advantages.dim() == 1:
