@@ -175,7 +175,9 @@ class MetricsCallback(TrainerCallback):
         from ..plotting import metrics_from_trl_logs
 
         step = state.global_step
-        row = metrics_from_trl_logs(logs, step)
+        row = {"step": step, **metrics_from_trl_logs(logs, step)}
+        if args.beta == 0.0:  # TRL skips the KL without a reference model; the scratch loop logs 0
+            row.setdefault("loss/kl", 0.0)
         due = step >= state.max_steps or (self.eval_every and step % self.eval_every == 0)
         if self.eval_fn is not None and due:
             row["eval/accuracy"] = self._evaluate(model)

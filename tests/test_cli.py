@@ -1,0 +1,94 @@
+"""Configs and the ``sdpo-kit train`` command (run in-process through ``cli.main``)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sdpo_kit import cli
+from sdpo_kit.config import ConfigError, config_from_dict, load_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+REQUIRED = {"step", "reward/mean", "reward/std", "loss"}
+
+
+@pytest.mark.parametrize("name", ["default", "unsupervised", "supervised", "demo"])
+def test_shipped_configs_load(name):
+    """Every shipped YAML loads with no unknown key; the seed's reward types are where the
+    seed puts them (default and unsupervised: inverse loss; supervised: coverage-weighted CE
+    on the answer column; demo: exact match with the scratch backend)."""
+    cfg = load_config(CONFIGS / f"{name}.yaml")
+    assert cfg.model.name == "tiny-lab"
+    want = {"default": "inverse_loss", "unsupervised": "inverse_loss", "supervised": "supervised",
+            "demo": "exact_match"}[name]
+    assert cfg.reward[0]["type"] == want
+    if name == "supervised":
+        assert cfg.reward[0]["answer_field"] == "answer"
+    if name == "demo":
+        t = cfg.trainer
+        assert (t.backend, t.max_steps, t.prompts_per_step, t.num_generations) == ("scratch", 500, 16, 8)
+        assert (t.learning_rate, t.temperature, t.max_completion_length, t.eval_every) == (3e-4, 1.0, 4, 50)
+        assert (t.loss_type, t.beta) == ("dapo", 0.0)
+
+
+@pytest.mark.parametrize(
+    "data, named",
+    [
+        ({"trainer": {"learnig_rate": 1e-3}}, "learnig_rate"),
+        ({"model": {"nmae": "tiny-lab"}}, "nmae"),
+        ({"task": {"digit": 2}}, "digit"),
+        ({"outptu_dir": "x"}, "outptu_dir"),
+    ],
+)
+def test_unknown_key_is_an_error_naming_it(data, named):
+    """A misspelt key anywhere is a ConfigError that names it, never a silent default."""
+    with pytest.raises(ConfigError, match=named):
+        config_from_dict(data)
+
+
+def test_bad_values_and_yaml_numbers(tmp_path):
+    """``3e-4`` (a string to YAML 1.1) becomes a float; an unknown backend, a group of one and
+    a reward without a type are errors; dotted overrides reach nested keys."""
+    p = tmp_path / "c.yaml"
+    p.write_text("trainer:\n  learning_rate: 3e-4\n  backend: scratch\nreward: exact_match\n")
+    cfg = load_config(p, {"trainer.max_steps": 7, "task.n_eval": 10})
+    assert cfg.trainer.learning_rate == pytest.approx(3e-4) and isinstance(cfg.trainer.learning_rate, float)
+    assert cfg.trainer.max_steps == 7 and cfg.task.n_eval == 10 and cfg.reward == [{"type": "exact_match"}]
+    for bad, msg in [({"trainer": {"backend": "jax"}}, "backend"),
+                     ({"trainer": {"num_generations": 1}}, "num_generations"),
+                     ({"reward": {"answer_field": "answer"}}, "type"),
+                     ({"trainer": {"learning_rate": "fast"}}, "learning_rate")]:
+        with pytest.raises(ConfigError, match=msg):
+            config_from_dict(bad)
+
+
+def test_cli_reports_config_errors(capsys, tmp_path):
+    """A bad --set key makes main() return 2 with the key in the message (no traceback)."""
+    rc = cli.main(["train", str(CONFIGS / "demo.yaml"), "--set", "trainer.max_stesp=3",
+                   "--output-dir", str(tmp_path)])
+    assert rc == 2 and "max_stesp" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend", ["scratch", "trl"])
+def test_train_demo_writes_metrics_model_and_plot(backend, tmp_path, capsys):
+    """``sdpo-kit train configs/demo.yaml --max-steps 3`` with either backend writes
+    metrics.jsonl (required keys every step, eval/accuracy at step 0 and at the end), the
+    model (safetensors + tokenizer) and the reward-curve PNG, and prints before -> after."""
+    out = tmp_path / backend
+    rc = cli.main(["train", str(CONFIGS / "demo.yaml"), "--backend", backend, "--max-steps", "3",
+                   "--output-dir", str(out), "--set", "task.n_eval=20", "--set", "trainer.prompts_per_step=4"])
+    assert rc == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["step"] == 0 and "eval/accuracy" in rows[0]
+    train_rows = [r for r in rows if r["step"] > 0]
+    assert [r["step"] for r in train_rows] == [1, 2, 3]
+    for r in train_rows:
+        assert REQUIRED <= set(r), REQUIRED - set(r)
+    assert "eval/accuracy" in rows[-1] and rows[-1]["step"] == 3
+    assert (out / "model" / "model.safetensors").exists()
+    assert (out / "model" / "tokenizer_config.json").exists()
+    png = out / "reward_curve.png"
+    assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert load_config(out / "config.yaml").trainer.backend == backend
+    printed = capsys.readouterr().out
+    assert "held-out accuracy: before" in printed and "->" in printed and "s/step" in printed
