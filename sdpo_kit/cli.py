@@ -138,13 +138,13 @@ def train(cfg, *, config_path: str = "<dict>") -> dict:
 
     plot = LivePlot(png_path=out / "reward_curve.png", every=max(1, min(tc.eval_every or 10, 25)))
     printer = ProgressPrinter(tc.max_steps, every=max(1, tc.max_steps // 20))
-    t_train = time.perf_counter()
     if tc.backend == "scratch":
         from .trainers.grpo import GRPOConfig, GRPOLoop
 
         loop = GRPOLoop(model, tokenizer, reward_funcs, train_rows,
                         GRPOConfig(**tc.grpo_kwargs(), output_dir=str(out)), eval_fn=eval_fn,
                         callbacks=[plot, printer], reward_weights=reward_weights)
+        t_train = time.perf_counter()  # from here on: the training loop only
         history = loop.train()
     else:
         from .trainers.trl_grpo import build_trl_grpo_trainer
@@ -154,6 +154,7 @@ def train(cfg, *, config_path: str = "<dict>") -> dict:
             output_dir=out, callbacks=[plot, printer], verbose=False, reward_weights=reward_weights,
             **{**tc.grpo_kwargs(), **tc.trl_args},
         )
+        t_train = time.perf_counter()
         trainer.train()
         history = trainer.metrics_callback.history
     train_s = time.perf_counter() - t_train

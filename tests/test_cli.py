@@ -92,3 +92,16 @@ def test_train_demo_writes_metrics_model_and_plot(backend, tmp_path, capsys):
     assert load_config(out / "config.yaml").trainer.backend == backend
     printed = capsys.readouterr().out
     assert "held-out accuracy: before" in printed and "->" in printed and "s/step" in printed
+
+
+def test_train_with_lora_saves_only_the_adapter(tmp_path):
+    """With ``model.lora`` set, the run saves the LoRA adapter (adapter_model.safetensors) and
+    the tokenizer, not a full copy of the weights."""
+    out = tmp_path / "lora"
+    rc = cli.main(["train", str(CONFIGS / "demo.yaml"), "--max-steps", "2", "--output-dir", str(out),
+                   "--set", "model.lora={r: 4}", "--set", "task.n_eval=10",
+                   "--set", "trainer.prompts_per_step=2"])
+    assert rc == 0
+    files = {p.name for p in (out / "model").iterdir()}
+    assert {"adapter_model.safetensors", "adapter_config.json", "tokenizer.json"} <= files
+    assert "model.safetensors" not in files
