@@ -34,7 +34,7 @@ lint: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e ".[docs]"
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_speed.py

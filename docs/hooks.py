@@ -1,0 +1,171 @@
+"""mkdocs hooks: the notebooks and the API reference follow the repository, not a list.
+
+* Notebooks: every ``notebooks/NN_*.ipynb`` at the repo root becomes a page (mkdocs-jupyter
+  renders it) and an entry of the "Notebooks" nav section, titled by its first H1. Nothing is
+  copied into ``docs/``; the build is the same whether 2 or 4 notebooks exist.
+* API reference: every module of ``sdpo_kit`` gets a page under ``reference/``; a hand-written
+  ``docs/reference/<module>.md`` wins, otherwise a page holding ``::: sdpo_kit.<module>`` is
+  generated. A new module therefore shows up in the reference without touching the docs.
+* ``<!-- notebook-list -->``, ``<!-- module-list -->`` and ``<!-- config-list -->`` in a page
+  become tables of the notebooks, modules and ``configs/*.yaml`` that exist.
+
+Left out on purpose: executing notebooks (CI does that under nbmake; the site shows them as
+committed, outputs cleared).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+PACKAGE = ROOT / "sdpo_kit"
+CONFIGS = ROOT / "configs"
+NOTEBOOK_RE = re.compile(r"^\d\d_.+\.ipynb$")
+# reading order of the reference; modules not named here follow alphabetically
+MODULE_ORDER = ["losses", "rewards", "tasks", "lab", "models", "generation", "plotting",
+                "trainers.grpo", "trainers.trl_grpo", "config", "cli"]
+
+
+def notebooks() -> list[Path]:
+    """The numbered notebooks that exist now, in teaching order."""
+    if not NOTEBOOKS.is_dir():
+        return []
+    return sorted(p for p in NOTEBOOKS.iterdir() if NOTEBOOK_RE.match(p.name))
+
+
+def notebook_title(path: Path) -> str:
+    """The first markdown H1 of the notebook, or a title made from its file name."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+    except (OSError, ValueError):
+        cells = []
+    for cell in cells:
+        if cell.get("cell_type") != "markdown":
+            continue
+        source = cell.get("source", "")
+        for line in (source if isinstance(source, str) else "".join(source)).splitlines():
+            if line.startswith("# "):
+                return line[2:].strip()
+    number, _, rest = path.stem.partition("_")
+    return f"{number} {rest.replace('_', ' ')}"
+
+
+def modules() -> list[str]:
+    """Dotted module names under sdpo_kit (without the package prefix), in reading order."""
+    found = []
+    for p in sorted(PACKAGE.rglob("*.py")):
+        if p.name == "__init__.py" or "__pycache__" in p.parts:
+            continue
+        found.append(".".join(p.relative_to(PACKAGE).with_suffix("").parts))
+    rank = {m: i for i, m in enumerate(MODULE_ORDER)}
+    return sorted(found, key=lambda m: (rank.get(m, len(rank)), m))
+
+
+def module_summary(module: str) -> str:
+    """First line of the module's docstring, read without importing it."""
+    path = PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    except (OSError, SyntaxError):
+        doc = ""
+    return doc.strip().splitlines()[0].replace("|", "\\|") if doc.strip() else ""
+
+
+def config_summary(path: Path) -> tuple[str, str]:
+    """(reward types, first paragraph of the leading comment) of a YAML config."""
+    text = path.read_text(encoding="utf-8")
+    lines = []
+    for line in text.splitlines():
+        body = line[1:] if line.startswith("#") else None
+        if body is None or not body.strip() or body.startswith("   "):
+            break  # the summary ends at the first blank or indented comment line
+        lines.append(body.strip())
+    summary = " ".join(lines)
+    try:
+        import yaml
+
+        reward = (yaml.safe_load(text) or {}).get("reward")
+        reward = reward if isinstance(reward, list) else [reward]
+        types = ", ".join(f"`{r['type']}`" if isinstance(r, dict) else f"`{r}`" for r in reward if r)
+    except Exception:  # a broken config still gets a row; the CLI reports the error itself
+        types = ""
+    for ch in "|[]":
+        summary = summary.replace(ch, "\\" + ch)
+    return types, summary
+
+
+def reference_page(module: str) -> str:
+    return "reference/" + module.replace(".", "/") + ".md"
+
+
+def _nav_section(nav: list, title: str) -> list:
+    for item in nav:
+        if isinstance(item, dict) and title in item:
+            return item[title]
+    raise KeyError(f"mkdocs.yml nav has no {title!r} section for docs/hooks.py to fill")
+
+
+def on_config(config):
+    nav = config["nav"]
+    section = _nav_section(nav, "Notebooks")
+    have = {next(iter(e.values())) if isinstance(e, dict) else e for e in section}
+    for nb in notebooks():
+        src = f"notebooks/{nb.name}"
+        if src not in have:
+            section.append({notebook_title(nb): src})
+    section = _nav_section(nav, "API reference")
+    have = {next(iter(e.values())) if isinstance(e, dict) else e for e in section}
+    for module in modules():
+        if reference_page(module) not in have:
+            section.append({module: reference_page(module)})
+    return config
+
+
+@event_priority(100)  # before mkdocs-jupyter's on_files, which wraps the .ipynb files
+def on_files(files, config):
+    for nb in notebooks():
+        files.append(File(f"notebooks/{nb.name}", src_dir=str(ROOT), dest_dir=config["site_dir"],
+                          use_directory_urls=config["use_directory_urls"]))
+    docs = Path(config["docs_dir"])
+    for module in modules():
+        page = reference_page(module)
+        if not (docs / page).exists():
+            files.append(File.generated(config, page, content=f"# sdpo_kit.{module}\n\n::: sdpo_kit.{module}\n"))
+    return files
+
+
+def _table(header: str, rows: list[str], empty: str) -> str:
+    rule = "|---" * header.count(" | ") + "|---|"
+    return "\n".join([header, rule, *rows]) if rows else empty
+
+
+def on_page_markdown(markdown, page, config, files):
+    rel = "../" * page.file.src_uri.count("/")  # links are relative to the page's folder
+    if "<!-- notebook-list -->" in markdown:
+        rows = [f"| [`{nb.stem}`]({rel}notebooks/{nb.name}) | {notebook_title(nb)} |" for nb in notebooks()]
+        markdown = markdown.replace("<!-- notebook-list -->",
+                                    _table("| notebook | title |", rows, "*No notebooks yet.*"))
+    if "<!-- module-list -->" in markdown:
+        rows = [f"| [`sdpo_kit.{m}`]({rel}{reference_page(m)}) | {module_summary(m)} |" for m in modules()]
+        markdown = markdown.replace("<!-- module-list -->",
+                                    _table("| module | what it holds |", rows, "*No modules found.*"))
+    if "<!-- config-list -->" in markdown:
+        paths = sorted(CONFIGS.glob("*.yaml")) if CONFIGS.is_dir() else []
+        rows = [f"| `configs/{p.name}` | {' | '.join(config_summary(p))} |" for p in paths]
+        markdown = markdown.replace("<!-- config-list -->",
+                                    _table("| config | reward | what it runs |", rows, "*No configs yet.*"))
+    return markdown
+
+
+def on_serve(server, config, builder):
+    for path in (NOTEBOOKS, PACKAGE, CONFIGS):
+        if path.is_dir():
+            server.watch(str(path))
+    return server
