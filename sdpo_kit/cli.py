@@ -84,14 +84,22 @@ class ProgressPrinter:
 
 def _save_policy(model, tokenizer, path: Path) -> None:
     """Full weights (safetensors) for a plain model; only the adapter for a PEFT model."""
+    from transformers.utils import logging as hf_logging
+
     path.mkdir(parents=True, exist_ok=True)
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bar in the run's output
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
 
 
 def train(cfg, *, config_path: str = "<dict>") -> dict:
-    """Run one training job from a ``Config``; returns a summary dict (accuracies, times, paths)."""
-    from .config import dump_config
+    """Run one training job from a ``Config``.
+
+    Returns a summary: ``before`` / ``after`` held-out accuracy, ``train_s``, ``eval_s``,
+    ``total_s``, ``s_per_step`` (training loop without evals), ``output_dir``, ``history``
+    (the metric rows) and the trained ``model`` and ``tokenizer``.
+    """
+    from .config import ConfigError, dump_config
     from .models import load_policy
     from .plotting import LivePlot
     from .rewards import make_reward
@@ -125,7 +133,10 @@ def train(cfg, *, config_path: str = "<dict>") -> dict:
     weights = [r.get("weight", 1.0) for r in cfg.reward]
     specs = [{k: v for k, v in r.items() if k != "weight"} for r in cfg.reward]
     # model-scored rewards (inverse_loss, supervised) score with the policy itself, as in the seed
-    reward_funcs = make_reward(specs, model=model, tokenizer=tokenizer, task=task)
+    try:
+        reward_funcs = make_reward(specs, model=model, tokenizer=tokenizer, task=task)
+    except ValueError as e:  # unknown type / option: a config problem, reported as one
+        raise ConfigError(f"reward: {e}") from e
     reward_weights = None if all(w == 1.0 for w in weights) else weights
 
     eval_s = [0.0]  # time spent evaluating, kept out of s/step
@@ -169,7 +180,7 @@ def train(cfg, *, config_path: str = "<dict>") -> dict:
         "train_s": train_s, "eval_s": eval_s[0], "total_s": time.perf_counter() - t_start,
         # wall time of the training loop without the evaluations, per optimizer step
         "s_per_step": (train_s - eval_s[0]) / steps if steps else None,
-        "output_dir": str(out), "history": history,
+        "output_dir": str(out), "history": history, "model": model, "tokenizer": tokenizer,
     }
     if accs:
         print(f"held-out accuracy: before {accs[0]:.3f} -> after {accs[-1]:.3f} "
@@ -206,10 +217,10 @@ def main(argv=None) -> int:
         overrides["output_dir"] = args.output_dir
     try:
         cfg = load_config(args.config, overrides)
+        train(cfg, config_path=args.config)
     except ConfigError as e:
         print(f"sdpo-kit: config error: {e}", file=sys.stderr)
         return 2
-    train(cfg, config_path=args.config)
     return 0
 
 

@@ -105,3 +105,24 @@ def test_train_with_lora_saves_only_the_adapter(tmp_path):
     files = {p.name for p in (out / "model").iterdir()}
     assert {"adapter_model.safetensors", "adapter_config.json", "tokenizer.json"} <= files
     assert "model.safetensors" not in files
+
+
+def test_default_config_scores_with_the_policy_itself(tmp_path, monkeypatch):
+    """configs/default.yaml runs the seed's unsupervised inverse loss: make_reward gets the
+    policy being trained as the scorer, and the logged reward is a mean log-prob (<= 0)."""
+    from sdpo_kit import rewards
+
+    seen = {}
+    real = rewards.make_reward
+
+    def spy(config, model=None, tokenizer=None, task=None):
+        seen["funcs"] = real(config, model=model, tokenizer=tokenizer, task=task)
+        return seen["funcs"]
+
+    monkeypatch.setattr(rewards, "make_reward", spy)
+    cfg = load_config(CONFIGS / "default.yaml", {"trainer.max_steps": 2, "trainer.prompts_per_step": 2,
+                                                  "task.n_eval": 10, "output_dir": str(tmp_path)})
+    summary = cli.train(cfg)
+    assert seen["funcs"][0].scorer_model is summary["model"]
+    steps = [r for r in summary["history"] if r["step"] > 0]
+    assert len(steps) == 2 and all(r["reward/inverse_loss"] <= 0.0 for r in steps)
