@@ -36,9 +36,10 @@ docs: $(STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e ".[docs]"
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-bench: $(STAMP)
+bench: $(STAMP)  ## the README numbers: s/step scratch vs TRL, demo lift over seeds, notebook times
 	$(BIN)/python benchmarks/bench_speed.py
 	$(BIN)/python benchmarks/bench_demo.py
+	$(BIN)/python benchmarks/bench_notebooks.py
 
 clean:
 	rm -rf $(VENV) runs site .cache

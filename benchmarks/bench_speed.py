@@ -1,0 +1,44 @@
+"""Seconds per optimizer step: the scratch GRPO loop vs TRL's GRPOTrainer, same demo config.
+
+    python benchmarks/bench_speed.py [--steps 40] [--warmup 5] [--repeats 1]
+
+Both backends train the tiny lab on ``configs/demo.yaml`` (same prompts per step, group size,
+completion length, mu) with evaluation off; s/step is the median of the per-step wall times
+each trainer logs (``time/step_s``) after ``--warmup`` steps. Prints a markdown table and the
+ratio TRL / scratch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+
+from _common import machine, median, run_config, table
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--config", default="configs/demo.yaml")
+    args = ap.parse_args()
+
+    rows, med = [], {}
+    for backend in ("scratch", "trl"):
+        with tempfile.TemporaryDirectory() as out:
+            s = run_config(args.config, {
+                "trainer.backend": backend, "trainer.max_steps": args.steps,
+                "trainer.eval_every": 0, "output_dir": out,
+            })
+        times = [r["time/step_s"] for r in s["history"]
+                 if r.get("step", 0) > args.warmup and r.get("time/step_s") is not None]
+        med[backend] = median(times)
+        rows.append([backend, len(times), med[backend], min(times), max(times)])
+    print(f"\nmachine: {machine()}")
+    print(f"config: {args.config}, {args.steps} steps, first {args.warmup} dropped, eval off\n")
+    print(table(["backend", "steps timed", "median s/step", "min", "max"], rows))
+    print(f"\nratio TRL / scratch (median s/step): {med['trl'] / med['scratch']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
