@@ -24,11 +24,12 @@ def test_shipped_configs_load(name):
     assert cfg.reward[0]["type"] == want
     if name == "supervised":
         assert cfg.reward[0]["answer_field"] == "answer"
+    # every trainer section maps onto the scratch loop's config without error
+    from sdpo_kit.trainers.grpo import GRPOConfig
+
+    GRPOConfig(**cfg.trainer.grpo_kwargs())
     if name == "demo":
-        t = cfg.trainer
-        assert (t.backend, t.max_steps, t.prompts_per_step, t.num_generations) == ("scratch", 500, 16, 8)
-        assert (t.learning_rate, t.temperature, t.max_completion_length, t.eval_every) == (3e-4, 1.0, 4, 50)
-        assert (t.loss_type, t.beta) == ("dapo", 0.0)
+        assert cfg.trainer.backend == "scratch"
 
 
 @pytest.mark.parametrize(

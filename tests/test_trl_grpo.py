@@ -114,3 +114,25 @@ def test_missing_answer_column_is_named(tmp_path):
     rows = [{"prompt": r["prompt"]} for r in TRAIN[:32]]
     with pytest.raises(ValueError, match="'exact_match'.*'answer'"):
         build_trl_grpo_trainer(model, tok, exact_match_reward(), rows, output_dir=tmp_path, **SMALL)
+
+
+def test_num_iterations_counts_sampled_batches_like_the_scratch_loop(tmp_path):
+    """One sdpo_kit step is one sampled batch with mu optimizer passes; TRL counts passes, so
+    max_steps is multiplied by mu there, and the metrics rows are numbered in sampled batches."""
+    args = grpo_args("cpu", tmp_path, max_steps=5, num_iterations=3, prompts_per_step=2, num_generations=4)
+    assert args["max_steps"] == 15
+    assert grpo_args("cpu", tmp_path, max_steps=5, num_iterations=1)["max_steps"] == 5
+
+    task = ArithmeticTask(n_eval=8)
+    train_rows, heldout = task.splits()
+    model, tok = load_policy("tiny-lab")
+    trainer = build_trl_grpo_trainer(
+        model, tok, [exact_match_reward()], train_rows[:16], preset="cpu", output_dir=tmp_path,
+        eval_fn=lambda m: task.evaluate(m, tok, heldout), verbose=False,
+        max_steps=2, num_iterations=2, prompts_per_step=2, num_generations=4, max_completion_length=4,
+    )
+    trainer.train()
+    assert trainer.state.global_step == 4
+    steps = [r["step"] for r in trainer.metrics_callback.history]
+    assert steps == [0, 1, 2]  # step-0 eval, then one row per sampled batch
+    assert "eval/accuracy" in trainer.metrics_callback.history[-1]

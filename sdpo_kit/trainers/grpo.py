@@ -6,6 +6,10 @@
         r   <- sum of reward functions;  A <- group_advantages(r, G)
         for mu = 1..num_iterations:  minimise grpo_loss(logp, old_logp, A, mask, ref_logp, beta)
 
+A step is one sampled batch and its ``num_iterations`` optimizer passes (the TRL builder
+multiplies ``max_steps`` by mu, since TRL counts passes), so one config means the same data
+and the same number of updates on both backends.
+
 Metric keys it logs (one dict per step, the same keys as ``trl_grpo`` writes):
     step, reward/mean, reward/std, reward/<func name>, loss, loss/policy, loss/kl,
     stats/clip_frac, stats/clip_frac_low, stats/clip_frac_high, stats/ratio_mean,
@@ -120,7 +124,8 @@ class GRPOLoop:
         cfg = self.config
         t0 = time.perf_counter()
         ro, rewards, per_func = self.rollout(self._next_rows())
-        advantages = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards)  # (B,)
+        # rewards are scored on the CPU; the loss runs on the model's device (a GPU on Colab)
+        advantages = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards).to(ro.completion_mask.device)  # (B,)
         args = (ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
         mask = ro.completion_mask                                                       # (B, T)
         with torch.no_grad():

@@ -126,6 +126,11 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", **override
             raise ValueError(f"prompts_per_step x num_generations = {total} completions cannot be split "
                              f"into gradient_accumulation_steps={k} equal micro-batches")
         args["per_device_train_batch_size"] = total // k
+    # one sdpo_kit step = one sampled batch and num_iterations optimizer passes over it;
+    # TRL counts each pass as a step, so the same config gets mu x as many TRL steps
+    mu = int(args.get("num_iterations") or 1)
+    if mu > 1 and "max_steps" in overrides:
+        args["max_steps"] = int(overrides["max_steps"]) * mu
     check_group_divisibility(args)
     return args
 
@@ -139,8 +144,9 @@ class MetricsCallback(TrainerCallback):
     """
 
     def __init__(self, output_dir=None, eval_fn: Callable | None = None, eval_every: int = 0,
-                 sinks: Sequence[Callable] = ()):
+                 sinks: Sequence[Callable] = (), num_iterations: int = 1):
         self.path = Path(output_dir) / "metrics.jsonl" if output_dir else None
+        self.mu = max(1, int(num_iterations))  # TRL optimizer steps per sdpo_kit step
         self.eval_fn, self.eval_every, self.sinks = eval_fn, eval_every, list(sinks)
         self.history: list[dict] = []
         self._last_eval_step = None
@@ -161,34 +167,40 @@ class MetricsCallback(TrainerCallback):
         for sink in self.sinks:
             sink(row)
 
+    def _step(self, global_step: int) -> int:
+        """sdpo_kit's step (sampled batches) from TRL's global step (optimizer passes)."""
+        return math.ceil(global_step / self.mu)
+
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text("")
         if self.eval_fn is not None:
             self._last_eval_step = state.global_step
-            self._log({"step": state.global_step, "eval/accuracy": self._evaluate(model)})
+            self._log({"step": self._step(state.global_step), "eval/accuracy": self._evaluate(model)})
 
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):
         if not logs or "reward" not in logs:  # the end-of-training summary has no reward
             return
         from ..plotting import metrics_from_trl_logs
 
-        step = state.global_step
+        step = self._step(state.global_step)
         row = {"step": step, **metrics_from_trl_logs(logs, step)}
         if args.beta == 0.0:  # TRL skips the KL without a reference model; the scratch loop logs 0
             row.setdefault("loss/kl", 0.0)
-        due = step >= state.max_steps or (self.eval_every and step % self.eval_every == 0)
+        last = state.global_step + self.mu > state.max_steps  # no rollout comes after this one
+        due = last or (self.eval_every and step % self.eval_every == 0)
         if self.eval_fn is not None and due:
             row["eval/accuracy"] = self._evaluate(model)
-            self._last_eval_step = step
+            self._last_eval_step = state.global_step
         self._log(row)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         # training stopped before max_steps (or the last step did not log): still evaluate at the end
-        if self.eval_fn is not None and self._last_eval_step != state.global_step:
+        if self.eval_fn is not None and (self._last_eval_step is None
+                                         or self._step(self._last_eval_step) != self._step(state.global_step)):
             self._last_eval_step = state.global_step
-            self._log({"step": state.global_step, "eval/accuracy": self._evaluate(model)})
+            self._log({"step": self._step(state.global_step), "eval/accuracy": self._evaluate(model)})
 
 
 def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, preset: str = "cpu",
@@ -225,7 +237,7 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     trainer_cbs = [c for c in callbacks if isinstance(c, TrainerCallback)
                    or (isinstance(c, type) and issubclass(c, TrainerCallback))]
     sinks = [c for c in callbacks if c not in trainer_cbs]
-    metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks)
+    metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1)
     trainer = GRPOTrainer(
         model=model, reward_funcs=[checked(f) for f in reward_funcs], args=GRPOConfig(**args),
         train_dataset=train_dataset, processing_class=tokenizer, callbacks=[metrics_cb, *trainer_cbs],
