@@ -26,6 +26,7 @@ notebooks: $(STAMP)
 	SDPO_KIT_SMOKE=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
 
 test: $(STAMP)
+	$(BIN)/ruff check sdpo_kit tests benchmarks
 	$(BIN)/pytest -q tests
 	SDPO_KIT_SMOKE=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
 

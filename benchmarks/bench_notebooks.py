@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
-
 from _common import ROOT, machine, table
+from nbclient import NotebookClient
 
 
 def main():

@@ -137,9 +137,9 @@ def tokenize_sft(tokenizer, rows, device=None):
     ids = torch.full((len(seqs), L), tokenizer.pad_token_id, dtype=torch.long)      # (N, L)
     lab = torch.full((len(seqs), L), -100, dtype=torch.long)                        # (N, L)
     att = torch.zeros((len(seqs), L), dtype=torch.long)                             # (N, L)
-    for i, (s, l) in enumerate(zip(seqs, labels)):
+    for i, (s, lab_i) in enumerate(zip(seqs, labels)):
         ids[i, : len(s)] = torch.tensor(s)
-        lab[i, : len(l)] = torch.tensor(l)
+        lab[i, : len(lab_i)] = torch.tensor(lab_i)
         att[i, : len(s)] = 1
     if device is not None:
         ids, lab, att = ids.to(device), lab.to(device), att.to(device)

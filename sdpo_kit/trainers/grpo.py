@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from ..generation import completion_logprobs, sample
-from ..losses import grpo_loss, group_advantages
+from ..losses import group_advantages, grpo_loss
 from ..rewards import check_columns, compute_rewards, reward_name
 
 
