@@ -1,6 +1,7 @@
 """Pure tensor functions for RL post-training losses (torch only).
 
 Dimension letters, used in every shape comment below:
+
     B  sequences in the batch (prompts x group size)
     G  group size: completions sampled per prompt (TRL's ``num_generations``)
     T  completion tokens
@@ -122,7 +123,8 @@ def aggregate_loss(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: 
                    max_completion_length: int | None = None) -> torch.Tensor:
     """Reduce a (B, T) per-token loss to a scalar; the four GRPO normalisations.
 
-    grpo    : mean_i [ sum_t l_it / |o_i| ]         (DeepSeekMath; favours short wrong answers)
+    grpo    : mean_i [ sum_t l_it / |o_i| ]         (DeepSeekMath; weight 1/|o_i| per token: long wrong
+                                                    answers are pushed down less, so they grow)
     bnpo    : sum_it l_it / sum_i |o_i|             (token mean over the local batch)
     dr_grpo : sum_it l_it / (B * L_max)             (Dr. GRPO, arXiv:2503.20783; constant normaliser)
     dapo    : sum_it l_it / sum_i |o_i|             (DAPO, arXiv:2503.14476; token mean over the whole
@@ -170,6 +172,7 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
         loss    = aggregate(l, mask, loss_type)
 
     Args (shapes):
+
         logp, old_logp, ref_logp: (B, T) per-token log-probs; only ``logp`` carries gradients.
         advantages: (B,) one per sequence, or (B, T) per token.
         mask: (B, T) 1 on completion tokens that count.
