@@ -243,9 +243,10 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
         train_dataset=train_dataset, processing_class=tokenizer, callbacks=[metrics_cb, *trainer_cbs],
     )
     if not verbose:
+        from transformers.trainer import DEFAULT_PROGRESS_CALLBACK  # NotebookProgressCallback in Jupyter
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-        trainer.remove_callback(ProgressCallback)
-        trainer.remove_callback(PrinterCallback)
+        for cb in (ProgressCallback, PrinterCallback, DEFAULT_PROGRESS_CALLBACK):
+            trainer.remove_callback(cb)
     trainer.metrics_callback = metrics_cb
     return trainer
