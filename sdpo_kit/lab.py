@@ -8,9 +8,10 @@ Everything here is built in code, so CI and a laptop without a hub can run every
   unknown token.
 * ``build_model()``: a ``LlamaForCausalLM`` of about 0.2M parameters (a Llama config, not
   Qwen2: ``AutoTokenizer`` would force Qwen2Tokenizer on reload and drop spaces).
-* ``warm_start()``: a short, deterministic SFT on the task (with copy-from-context examples
-  that SDPO needs), cached on disk, that leaves held-out greedy accuracy in the middle so RL
-  has room to show.
+* ``warm_start()``: a short, deterministic SFT, cached on disk, on the task plus examples that
+  copy a solution shown in the prompt (``tasks.HINT_TEMPLATE``; the skill SDPO's reprompted
+  teacher relies on), stopped early so held-out greedy accuracy stays in the middle and RL has
+  room to show. ``LabConfig.copy_steps`` adds a copy-only phase (see its comment).
 
 Left out on purpose: BPE (a character vocabulary keeps the model tiny and every string
 covered) and any download.
@@ -78,12 +79,18 @@ class LabConfig:
     digits: int = 1
     terms: int = 3
     n_eval: int = 200
-    sft_steps: int = 180
+    sft_steps: int = 180        # the task (with copy_fraction hinted rows), stopped early: held-out acc mid-way
+    # an optional copy-only phase (hinted prompts only). measured (benchmarks/bench_lab.py): 300 steps
+    # first lift copy accuracy from ~0.1 to ~1.0 but weaken the GRPO demo's lift, so it is off by
+    # default; the SDPO track, whose teacher copies a sibling's solution, turns it on.
+    copy_steps: int = 0
+    copy_first: bool = True     # the copy phase before (True) or after (False) the task phase
+    copy_lr: float = 3e-3
     sft_batch_size: int = 64
     sft_lr: float = 3e-3
     copy_fraction: float = 0.3
     seed: int = 0
-    version: int = 1  # bump when the recipe changes, so stale caches are not reused
+    version: int = 2  # bump when the recipe changes, so stale caches are not reused
 
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()
@@ -200,12 +207,17 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
     model = build_model(tok, cfg, seed=cfg.seed)
     task = make_task(cfg.task, digits=cfg.digits, terms=cfg.terms, n_eval=cfg.n_eval, seed=cfg.seed)
     train_rows, _ = task.splits()
+    # phase 1 rows: only the hinted prompts (half carry a random number, so copying is what pays)
+    copy_rows = [r for r in task.sft_rows(train_rows, copy_fraction=1.0, seed=cfg.seed + 1) if r["kind"] == "copy"]
     rows = task.sft_rows(train_rows, copy_fraction=cfg.copy_fraction, seed=cfg.seed)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # bitwise-repeatable warm start whatever the core count
     try:
-        sft(model, tok, rows, steps=cfg.sft_steps, batch_size=cfg.sft_batch_size, lr=cfg.sft_lr,
-            seed=cfg.seed, log_every=100 if verbose else 0)
+        log = 100 if verbose else 0
+        phases = [(copy_rows, cfg.copy_steps, cfg.copy_lr, cfg.seed + 1), (rows, cfg.sft_steps, cfg.sft_lr, cfg.seed)]
+        for phase_rows, steps, lr, seed in (phases if cfg.copy_first else phases[::-1]):
+            if steps:
+                sft(model, tok, phase_rows, steps=steps, batch_size=cfg.sft_batch_size, lr=lr, seed=seed, log_every=log)
     finally:
         torch.set_num_threads(threads)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")

@@ -25,6 +25,8 @@ ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # the reprompt used by the warm start's copy examples and, later, by SDPO's teacher:
 # the question followed by a solution that worked. plain ASCII so the tiny tokenizer covers it.
 HINT_TEMPLATE = "{question}\nCorrect answer: {solution}"
+# large spaces (3 digits x 4 terms = 10^12 problems) are sampled, not enumerated: cap the default
+DEFAULT_MAX_TRAIN = 20_000
 
 
 def completion_text(completion) -> str:
@@ -74,7 +76,7 @@ class ArithmeticTask:
     terms: int = 3
     tagged: bool = False
     n_eval: int = 200
-    n_train: int | None = None  # None: every problem not held out (small spaces)
+    n_train: int | None = None  # None: every problem not held out, at most DEFAULT_MAX_TRAIN
     seed: int = 0
     name: str = field(init=False, default="arithmetic")
 
@@ -116,7 +118,9 @@ class ArithmeticTask:
         """(train_rows, heldout_rows), disjoint by question, deterministic in ``seed``."""
         rng = random.Random(self.seed)
         space = (10**self.digits) ** self.terms
-        n_train = self.n_train if self.n_train is not None else max(space - self.n_eval, 0)
+        n_train = self.n_train if self.n_train is not None else min(space - self.n_eval, DEFAULT_MAX_TRAIN)
+        if n_train < 0 or self.n_eval < 1:
+            raise ValueError(f"n_eval must be >= 1 and n_train >= 0, got {self.n_eval}, {n_train}")
         want = min(space, self.n_eval + n_train)
         if want <= self.n_eval:
             raise ValueError(
@@ -148,13 +152,12 @@ class ArithmeticTask:
         out = []
         for r in rows:
             q = r["prompt"][-1]["content"]
-            out.append({"prompt": r["prompt"], "completion": self.format_answer(r["answer"])})
+            out.append({"prompt": r["prompt"], "completion": self.format_answer(r["answer"]), "kind": "task"})
             if rng.random() < copy_fraction:
                 sol = r["answer"] if rng.random() < 0.5 else str(rng.randrange(10 ** (self.digits + 1)))
                 hinted = HINT_TEMPLATE.format(question=q, solution=self.format_answer(sol))
-                out.append(
-                    {"prompt": [{"role": "user", "content": hinted}], "completion": self.format_answer(sol)}
-                )
+                out.append({"prompt": [{"role": "user", "content": hinted}],
+                            "completion": self.format_answer(sol), "kind": "copy"})
         return out
 
     # --- evaluation ---------------------------------------------------------------------

@@ -31,12 +31,14 @@ import dataclasses
 import json
 import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 from transformers import TrainerCallback
 
+from ..plotting import is_train_summary
 from ..rewards import check_columns, checked
 
 PRESETS = {
@@ -150,6 +152,8 @@ class MetricsCallback(TrainerCallback):
         self.eval_fn, self.eval_every, self.sinks = eval_fn, eval_every, list(sinks)
         self.history: list[dict] = []
         self._last_eval_step = None
+        self._pending: dict | None = None  # the row of the sdpo_kit step in progress
+        self._t_last, self._last_row_step = time.perf_counter(), 0
 
     def _evaluate(self, model) -> float:
         was_training = model.training
@@ -178,27 +182,41 @@ class MetricsCallback(TrainerCallback):
         if self.eval_fn is not None:
             self._last_eval_step = state.global_step
             self._log({"step": self._step(state.global_step), "eval/accuracy": self._evaluate(model)})
+        self._t_last, self._last_row_step = time.perf_counter(), self._step(state.global_step)
 
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):
-        if not logs or "reward" not in logs:  # the end-of-training summary has no reward
+        # TRL logs every optimizer pass; the reward only on the pass that sampled. One row per
+        # sdpo_kit step: opened by the sampling pass, updated by the later passes (the loss and
+        # clip stats of the last pass win, as in the scratch loop), written after the last pass.
+        if not logs or is_train_summary(logs):
             return
         from ..plotting import metrics_from_trl_logs
 
         step = self._step(state.global_step)
-        row = {"step": step, **metrics_from_trl_logs(logs, step)}
+        mapped = metrics_from_trl_logs(logs, step)
+        mapped.pop("time/step_s", None)  # TRL's step_time leaves out the optimizer step; we time the wall
+        if "reward" in logs or self._pending is None:
+            self._pending = {"step": step}
+        self._pending.update(mapped)
+        if state.global_step % self.mu and state.global_step < state.max_steps:
+            return  # more passes over this batch to come
+        row, self._pending = self._pending, None
+        if "reward/mean" not in row:
+            return
         if args.beta == 0.0:  # TRL skips the KL without a reference model; the scratch loop logs 0
             row.setdefault("loss/kl", 0.0)
-        last = state.global_step + self.mu > state.max_steps  # no rollout comes after this one
-        due = last or (self.eval_every and step % self.eval_every == 0)
-        if self.eval_fn is not None and due:
+        now = time.perf_counter()
+        row["time/step_s"] = (now - self._t_last) / max(1, step - self._last_row_step)
+        last = state.global_step >= state.max_steps
+        if self.eval_fn is not None and (last or (self.eval_every and step % self.eval_every == 0)):
             row["eval/accuracy"] = self._evaluate(model)
             self._last_eval_step = state.global_step
         self._log(row)
+        self._t_last, self._last_row_step = time.perf_counter(), step  # evaluation kept out of s/step
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         # training stopped before max_steps (or the last step did not log): still evaluate at the end
-        if self.eval_fn is not None and (self._last_eval_step is None
-                                         or self._step(self._last_eval_step) != self._step(state.global_step)):
+        if self.eval_fn is not None and self._last_eval_step != state.global_step:
             self._last_eval_step = state.global_step
             self._log({"step": self._step(state.global_step), "eval/accuracy": self._evaluate(model)})
 
