@@ -41,6 +41,7 @@ bench: $(STAMP)  ## the README numbers: s/step scratch vs TRL, demo lift over se
 	$(BIN)/python benchmarks/bench_speed.py
 	$(BIN)/python benchmarks/bench_demo.py
 	$(BIN)/python benchmarks/bench_notebooks.py
+	$(BIN)/python benchmarks/bench_lab.py
 
 clean:
 	rm -rf $(VENV) runs site .cache
