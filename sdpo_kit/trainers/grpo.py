@@ -128,15 +128,20 @@ class GRPOLoop:
         advantages = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards).to(ro.completion_mask.device)  # (B,)
         args = (ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
         mask = ro.completion_mask                                                       # (B, T)
-        with torch.no_grad():
-            # mu == 1: the batch is on-policy, old_logp == logp.detach() (ratio 1, clip inactive)
-            old_logp = completion_logprobs(self.model, *args, cfg.temperature) if cfg.num_iterations > 1 else None
-            ref_logp = completion_logprobs(self.ref_model, *args, cfg.temperature) if self.ref_model is not None else None
+        ref_logp = None
+        if self.ref_model is not None:
+            with torch.no_grad():
+                ref_logp = completion_logprobs(self.ref_model, *args, cfg.temperature)      # (B, T)
         self.model.train()
+        old_logp = None
         for _ in range(cfg.num_iterations):
             logp = completion_logprobs(self.model, *args, cfg.temperature)              # (B, T)
+            if old_logp is None:
+                # the first pass runs the sampling policy itself: old_logp is this forward, detached
+                # (ratio 1, clip inactive), which saves the extra no-grad forward TRL makes for mu > 1
+                old_logp = logp.detach()                                                # (B, T)
             loss, stats = grpo_loss(
-                logp, logp.detach() if old_logp is None else old_logp, advantages, mask,
+                logp, old_logp, advantages, mask,
                 ref_logp=ref_logp, beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
                 loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
             )
