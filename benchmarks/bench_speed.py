@@ -4,8 +4,10 @@
 
 Both backends train the tiny lab on ``configs/demo.yaml`` (same prompts per step, group size,
 completion length, mu) with evaluation off; s/step is the median of the per-step wall times
-each trainer logs (``time/step_s``) after ``--warmup`` steps. Prints a markdown table and the
-ratio TRL / scratch.
+each trainer logs (``time/step_s``) after ``--warmup`` steps. The scratch loop runs twice: as
+configured (``share_prompt``: each prompt's forward runs once for its G completions) and with
+``trainer.share_prompt=false`` (one full forward per row, as TRL does), so the table shows
+where the difference comes from. Prints a markdown table and the ratios TRL / scratch.
 """
 
 from __future__ import annotations
@@ -24,20 +26,22 @@ def main():
     args = ap.parse_args()
 
     rows, med = [], {}
-    for backend in ("scratch", "trl"):
+    runs = {"scratch": ("scratch", True), "scratch, share_prompt off": ("scratch", False), "trl": ("trl", True)}
+    for name, (backend, share) in runs.items():
         with tempfile.TemporaryDirectory() as out:
             s = run_config(args.config, {
-                "trainer.backend": backend, "trainer.max_steps": args.steps,
+                "trainer.backend": backend, "trainer.max_steps": args.steps, "trainer.share_prompt": share,
                 "trainer.eval_every": 0, "output_dir": out,
             })
         times = [r["time/step_s"] for r in s["history"]
                  if r.get("step", 0) > args.warmup and r.get("time/step_s") is not None]
-        med[backend] = median(times)
-        rows.append([backend, len(times), med[backend], min(times), max(times)])
+        med[name] = median(times)
+        rows.append([name, len(times), med[name], min(times), max(times)])
     print(f"\nmachine: {machine()}")
     print(f"config: {args.config}, {args.steps} steps, first {args.warmup} dropped, eval off\n")
     print(table(["backend", "steps timed", "median s/step", "min", "max"], rows))
     print(f"\nratio TRL / scratch (median s/step): {med['trl'] / med['scratch']:.2f}x")
+    print(f"ratio TRL / scratch with share_prompt off: {med['trl'] / med['scratch, share_prompt off']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -153,7 +153,7 @@ def train(cfg, *, config_path: str = "<dict>") -> dict:
         from .trainers.grpo import GRPOConfig, GRPOLoop
 
         loop = GRPOLoop(model, tokenizer, reward_funcs, train_rows,
-                        GRPOConfig(**tc.grpo_kwargs(), output_dir=str(out)), eval_fn=eval_fn,
+                        GRPOConfig(**tc.grpo_kwargs(), share_prompt=tc.share_prompt, output_dir=str(out)), eval_fn=eval_fn,
                         callbacks=[plot, printer], reward_weights=reward_weights)
         t_train = time.perf_counter()  # from here on: the training loop only
         history = loop.train()

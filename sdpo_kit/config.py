@@ -71,12 +71,13 @@ class TrainerConfig:
     scale_rewards: str = "group"
     eval_every: int = 25
     seed: int = 0
+    share_prompt: bool = True               # scratch only: each prompt runs once for its G completions
     threads: int = 0                        # torch CPU threads; 0: 1 for the tiny lab, else up to 4
     trl_args: dict = field(default_factory=dict)  # extra trl.GRPOConfig fields (trl backend)
 
     def grpo_kwargs(self) -> dict:
         """The knobs both backends share (sdpo_kit names)."""
-        skip = {"backend", "preset", "threads", "trl_args"}
+        skip = {"backend", "preset", "threads", "trl_args", "share_prompt"}
         return {k: v for k, v in asdict(self).items() if k not in skip}
 
 

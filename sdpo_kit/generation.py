@@ -107,3 +107,48 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
     logits = model(input_ids=input_ids, attention_mask=attention_mask,
                    position_ids=position_ids, logits_to_keep=T + 1).logits    # (B, T+1, V)
     return token_logprobs(logits[:, :-1], completion_ids, temperature)         # (B, T)
+
+
+def shared_prompt_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                           completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+                           group_size: int, temperature: float = 1.0) -> torch.Tensor:
+    """``completion_logprobs`` for G completions per prompt, running each prompt once.
+
+    GRPO batches hold every prompt G times in a row. The plain forward runs the prompt
+    G times; here the B/G distinct prompts run once (with gradients), their key/value cache
+    is repeated G times, and only the completion tokens run on top of it:
+
+        h(q) computed once  ->  cache repeated G times  ->  log pi(o_t | q, o_<t) for each o
+
+    Same values and the same gradients (autograd sums the G copies back into the one
+    prompt pass); about (P + T) / (P/G + T) times fewer tokens through the model. Needs the
+    model's cache in the training forward, so it refuses a model with gradient checkpointing
+    (which drops the cache); use ``completion_logprobs`` there. Shape: (B, T).
+    """
+    from .losses import token_logprobs
+
+    if getattr(model, "is_gradient_checkpointing", False):
+        raise ValueError("shared_prompt_logprobs needs the KV cache, which gradient checkpointing "
+                         "drops; call completion_logprobs instead")
+    B, P = prompt_ids.shape
+    G, T = group_size, completion_ids.size(1)
+    if G < 1 or B % G:
+        raise ValueError(f"batch of {B} rows is not a whole number of groups of {G}")
+    n = B // G
+    q_ids, q_mask = prompt_ids[::G], prompt_mask[::G]                          # (n, P)
+    if not (torch.equal(prompt_ids.view(n, G, P), q_ids.unsqueeze(1).expand(n, G, P))
+            and torch.equal(prompt_mask.view(n, G, P), q_mask.unsqueeze(1).expand(n, G, P))):
+        raise ValueError(f"rows are not groups of {G} identical prompts in a row")
+    q_pos = (q_mask.cumsum(-1) - 1).clamp(min=0)                               # (n, P)
+    out = model(input_ids=q_ids, attention_mask=q_mask, position_ids=q_pos,
+                use_cache=True, logits_to_keep=1)
+    first = out.logits[:, -1:].repeat_interleave(G, 0)                         # (B, 1, V) predicts o_1
+    if T == 1:
+        return token_logprobs(first, completion_ids, temperature)              # (B, 1)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(G)                                           # (B, heads, P, d) per layer
+    mask = torch.cat([prompt_mask, completion_mask], 1)                        # (B, P+T)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, P:]                            # (B, T)
+    rest = model(input_ids=completion_ids[:, :-1], attention_mask=mask[:, :-1],
+                 position_ids=pos[:, :-1], past_key_values=cache, use_cache=True).logits  # (B, T-1, V)
+    return token_logprobs(torch.cat([first, rest], 1), completion_ids, temperature)  # (B, T)

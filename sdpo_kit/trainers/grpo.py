@@ -26,13 +26,14 @@ import copy
 import json
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from ..generation import completion_logprobs, sample
+from ..generation import completion_logprobs, sample, shared_prompt_logprobs
 from ..losses import group_advantages, grpo_loss
 from ..rewards import check_columns, compute_rewards, reward_name
 
@@ -55,6 +56,7 @@ class GRPOConfig:
     loss_type: str = "dapo"
     scale_rewards: str = "group"
     eval_every: int = 25              # 0: only at step 0 and at the end
+    share_prompt: bool = True         # run each prompt once for its G completions (same numbers, faster)
     seed: int = 0
     output_dir: str | None = None     # writes metrics.jsonl there when set
 
@@ -93,6 +95,9 @@ class GRPOLoop:
             [p for p in model.parameters() if p.requires_grad], lr=self.config.learning_rate, weight_decay=0.0
         )
         self.history: list[dict] = []
+        # prompt sharing is checked against the plain forward on the first batch (see _logprobs)
+        self._share = self.config.share_prompt and not getattr(model, "is_gradient_checkpointing", False)
+        self._share_checked = False
         self._rng = random.Random(self.config.seed)
         self._order: list[int] = []
 
@@ -120,6 +125,28 @@ class GRPOLoop:
                                             completions, columns, self.reward_weights)
         return ro, rewards, per_func
 
+    def _logprobs(self, model, args) -> torch.Tensor:
+        """log pi(o_t | q, o_<t), (B, T); each prompt runs once for its G completions when sharing."""
+        cfg = self.config
+        if not self._share:
+            return completion_logprobs(model, *args, cfg.temperature)
+        if not self._share_checked:  # once: the shared forward must give what the plain one gives
+            self._share_checked = True
+            was_training = model.training
+            model.eval()
+            with torch.no_grad():
+                plain = completion_logprobs(model, *args, cfg.temperature)                 # (B, T)
+                shared = shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
+            model.train(was_training)
+            m = args[3].bool()
+            tol = 1e-4 if plain.dtype == torch.float32 else 5e-2
+            if not torch.allclose(plain[m], shared[m], atol=tol, rtol=tol):
+                warnings.warn("share_prompt: the shared-prompt forward disagrees with the plain one for "
+                              "this model; falling back to the plain forward", stacklevel=2)
+                self._share = False
+                return completion_logprobs(model, *args, cfg.temperature)
+        return shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
+
     def step(self) -> dict:
         cfg = self.config
         t0 = time.perf_counter()
@@ -131,11 +158,11 @@ class GRPOLoop:
         ref_logp = None
         if self.ref_model is not None:
             with torch.no_grad():
-                ref_logp = completion_logprobs(self.ref_model, *args, cfg.temperature)      # (B, T)
+                ref_logp = self._logprobs(self.ref_model, args)                              # (B, T)
         self.model.train()
         old_logp = None
         for _ in range(cfg.num_iterations):
-            logp = completion_logprobs(self.model, *args, cfg.temperature)              # (B, T)
+            logp = self._logprobs(self.model, args)                                     # (B, T)
             if old_logp is None:
                 # the first pass runs the sampling policy itself: old_logp is this forward, detached
                 # (ratio 1, clip inactive), which saves the extra no-grad forward TRL makes for mu > 1
