@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.sdpo_kit-installed
 export SDPO_KIT_CACHE ?= $(CURDIR)/.cache/sdpo_kit
 
-.PHONY: install demo test unit notebooks lint docs bench clean
+.PHONY: install demo test unit notebooks lint docs bench bench-clone clean
 
 install: $(STAMP)
 
@@ -42,6 +42,9 @@ bench: $(STAMP)  ## the README numbers: s/step scratch vs TRL, demo lift over se
 	$(BIN)/python benchmarks/bench_demo.py
 	$(BIN)/python benchmarks/bench_notebooks.py
 	$(BIN)/python benchmarks/bench_lab.py
+
+bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: install and `make test` timed apart
+	$(BIN)/python benchmarks/bench_fresh_clone.py
 
 clean:
 	rm -rf $(VENV) runs site .cache
