@@ -61,6 +61,7 @@ class TrainerConfig:
     num_generations: int = 8
     num_iterations: int = 1
     learning_rate: float = 1e-3
+    lr_scheduler_type: str = "constant"     # constant | linear (decay to 0 by the last step)
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     max_completion_length: int = 8

@@ -1,4 +1,7 @@
-"""Sampling and log-prob helpers: the shared-prompt forward equals the plain one.
+"""Sampling and log-prob helpers, and the scratch loop's use of them.
+
+The shared-prompt forward equals the plain one; the loop trains the same with and without it,
+falls back when they disagree, and follows its learning-rate schedule.
 
 ``shared_prompt_logprobs`` runs each prompt once and repeats its KV cache for the G
 completions; it must give the same log-probs and the same gradients as
@@ -132,3 +135,21 @@ def test_sample_groups_rows_by_prompt(model, tok):
     with torch.no_grad():
         torch.testing.assert_close(shared_prompt_logprobs(model, *args, G)[m], completion_logprobs(model, *args)[m],
                                    rtol=1e-5, atol=1e-5)
+
+
+def lr_trace(tok, schedule):
+    rows = [{"prompt": [{"role": "user", "content": p}], "answer": "0"} for p in PROMPTS]
+    cfg = GRPOConfig(max_steps=4, prompts_per_step=3, num_generations=G, num_iterations=2,
+                     max_completion_length=2, learning_rate=0.1, lr_scheduler_type=schedule)
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [lambda prompts, completions, **kw: [0.0] * len(prompts)],
+                    rows, cfg)
+    return [h["stats/learning_rate"] for h in loop.train() if h["step"] > 0]
+
+
+def test_learning_rate_schedules(tok):
+    """constant stays put; linear decays to 0 over max_steps x mu optimizer updates, as TRL's."""
+    assert lr_trace(tok, "constant") == [0.1] * 4
+    # after step k (2k updates of 8): lr = 0.1 * (1 - 2k/8)
+    assert lr_trace(tok, "linear") == pytest.approx([0.075, 0.05, 0.025, 0.0])
+    with pytest.raises(ValueError, match="lr_scheduler_type"):
+        GRPOConfig(lr_scheduler_type="cosine")

@@ -81,6 +81,12 @@ def test_prompts_per_step_maps_to_whole_groups(tmp_path):
     assert t4["fp16"] is True and t4["bf16"] is False and t4["gradient_checkpointing"] is True
 
 
+def test_learning_rate_schedule_matches_the_scratch_default_unless_set(tmp_path):
+    """Constant by default (the scratch loop's default; TRL's own is linear); the config's choice passes through."""
+    assert grpo_args("cpu", tmp_path)["lr_scheduler_type"] == "constant"
+    assert grpo_args("cpu", tmp_path, lr_scheduler_type="linear")["lr_scheduler_type"] == "linear"
+
+
 def test_unknown_option_is_named(tmp_path):
     """A misspelt option is reported by name instead of being passed on or dropped."""
     with pytest.raises(ValueError, match="num_generation"):

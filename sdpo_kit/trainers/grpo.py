@@ -47,6 +47,7 @@ class GRPOConfig:
     num_generations: int = 8          # G
     num_iterations: int = 1           # mu: optimisation passes over each batch
     learning_rate: float = 1e-3
+    lr_scheduler_type: str = "constant"  # or "linear": decays to 0 over max_steps x mu updates (TRL's default)
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     max_completion_length: int = 8
@@ -65,6 +66,8 @@ class GRPOConfig:
             raise ValueError("num_generations must be >= 2: a group of one has no baseline")
         if self.max_steps < 1 or self.prompts_per_step < 1:
             raise ValueError("max_steps and prompts_per_step must be >= 1")
+        if self.lr_scheduler_type not in ("constant", "linear"):
+            raise ValueError(f"lr_scheduler_type must be 'constant' or 'linear', got {self.lr_scheduler_type!r}")
 
 
 class GRPOLoop:
@@ -94,6 +97,10 @@ class GRPOLoop:
         self.optimizer = torch.optim.AdamW(
             [p for p in model.parameters() if p.requires_grad], lr=self.config.learning_rate, weight_decay=0.0
         )
+        updates = self.config.max_steps * self.config.num_iterations  # optimizer steps in the whole run
+        linear = self.config.lr_scheduler_type == "linear"
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda t: max(0.0, 1.0 - t / updates) if linear else 1.0)
         self.history: list[dict] = []
         # prompt sharing is checked against the plain forward on the first batch (see _logprobs)
         self._share = self.config.share_prompt and not getattr(model, "is_gradient_checkpointing", False)
@@ -175,6 +182,7 @@ class GRPOLoop:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             self.optimizer.step()
+            self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
         std_per_group = rewards.view(-1, cfg.num_generations).std(1)                   # (B/G,)
         metrics = {
@@ -190,6 +198,7 @@ class GRPOLoop:
             "stats/ratio_mean": stats["ratio_mean"].item(),
             "stats/frac_zero_std": (std_per_group < 1e-6).float().mean().item(),
             "completion/mean_length": mask.sum(1).float().mean().item(),
+            "stats/learning_rate": self.optimizer.param_groups[0]["lr"],
             "time/step_s": time.perf_counter() - t0,
         }
         return metrics

@@ -10,7 +10,8 @@ returns a ready ``trl.GRPOTrainer``; call ``.train()`` on it. What the builder a
   ``num_generations`` completions per optimizer step, like the scratch loop; the rest
   (``learning_rate``, ``temperature``, ``max_completion_length``, ``beta``, ``loss_type``,
   ``epsilon``, ``epsilon_high``, ``scale_rewards``, ``num_iterations``, ``seed``) share TRL's names.
-  The learning rate is constant (TRL defaults to linear decay) so both backends match.
+  The learning rate is constant unless ``lr_scheduler_type`` says otherwise (TRL defaults to
+  linear decay), as in the scratch loop, so both backends match.
 * reward functions wrapped with ``rewards.checked``: a reward that raises, or returns NaN / inf,
   fails naming the function; dataset columns checked up front (``rewards.check_columns``).
 * a batch that is not a whole number of groups fails here, before TRL, with a ``ValueError``
@@ -47,7 +48,7 @@ PRESETS = {
     "t4": {"bf16": False, "fp16": True, "gradient_checkpointing": True},
 }
 # what every run gets unless overridden: log each step, no checkpoints, no trackers,
-# keep answer columns for the rewards, constant lr as in the scratch loop
+# keep answer columns for the rewards, constant lr as the scratch loop's default
 BASE_ARGS = {
     "report_to": "none", "logging_steps": 1, "save_strategy": "no", "remove_unused_columns": False,
     "lr_scheduler_type": "constant", "per_device_train_batch_size": 64, "num_generations": 8,
