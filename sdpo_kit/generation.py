@@ -146,6 +146,9 @@ def shared_prompt_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.T
     if T == 1:
         return token_logprobs(first, completion_ids, temperature)              # (B, 1)
     cache = out.past_key_values
+    if cache is None or cache.get_seq_length() != P:  # e.g. a patched forward that skips the cache
+        raise ValueError("the model's forward returned no KV cache for the prompt; "
+                         "call completion_logprobs instead")
     cache.batch_repeat_interleave(G)                                           # (B, heads, P, d) per layer
     mask = torch.cat([prompt_mask, completion_mask], 1)                        # (B, P+T)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)[:, P:]                            # (B, T)

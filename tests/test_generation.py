@@ -153,3 +153,39 @@ def test_learning_rate_schedules(tok):
     assert lr_trace(tok, "linear") == pytest.approx([0.075, 0.05, 0.025, 0.0])
     with pytest.raises(ValueError, match="lr_scheduler_type"):
         GRPOConfig(lr_scheduler_type="cosine")
+
+
+def test_a_forward_that_drops_the_cache_is_refused_not_silently_wrong(model, tok):
+    """Gradient checkpointing (or a patched forward) can skip the cache while the flag says
+    nothing: the shared forward must refuse rather than run completions without their prompt."""
+    class NoCache(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, **kw):
+            out = self.inner(**{k: v for k, v in kw.items() if k not in ("past_key_values", "use_cache")})
+            out.past_key_values = None
+            return out
+
+    with pytest.raises(ValueError, match="no KV cache"):
+        shared_prompt_logprobs(NoCache(model), *grouped_batch(tok), group_size=G)
+
+
+def test_grpo_loop_falls_back_when_the_training_forward_drops_the_cache(tok, monkeypatch):
+    """The first-batch check runs in eval mode; a failure in the training forward later also
+    falls back to the plain forward, with a warning, instead of crashing or training wrong."""
+    calls = {"n": 0}
+
+    def flaky(model, *args, **kw):
+        calls["n"] += 1
+        if calls["n"] > 1:  # the eval-mode check passes, the training forward refuses
+            raise ValueError("the model's forward returned no KV cache for the prompt")
+        return shared_prompt_logprobs(model, *args, **kw)
+    monkeypatch.setattr(grpo_module, "shared_prompt_logprobs", flaky)
+    with pytest.warns(UserWarning, match="no KV cache.*falling back"):
+        loop, on = loop_params_after_two_steps(tok, True)
+    _, off = loop_params_after_two_steps(tok, False)
+    assert not loop._share
+    for a, b in zip(on, off):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)

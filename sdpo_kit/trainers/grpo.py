@@ -152,7 +152,12 @@ class GRPOLoop:
                               "this model; falling back to the plain forward", stacklevel=2)
                 self._share = False
                 return completion_logprobs(model, *args, cfg.temperature)
-        return shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
+        try:
+            return shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
+        except ValueError as e:  # e.g. a training-mode forward that drops the cache
+            warnings.warn(f"share_prompt: {e}; falling back to the plain forward", stacklevel=2)
+            self._share = False
+            return completion_logprobs(model, *args, cfg.temperature)
 
     def step(self) -> dict:
         cfg = self.config
