@@ -137,27 +137,30 @@ class GRPOLoop:
         cfg = self.config
         if not self._share:
             return completion_logprobs(model, *args, cfg.temperature)
-        if not self._share_checked:  # once: the shared forward must give what the plain one gives
-            self._share_checked = True
-            was_training = model.training
-            model.eval()
-            with torch.no_grad():
-                plain = completion_logprobs(model, *args, cfg.temperature)                 # (B, T)
-                shared = shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
-            model.train(was_training)
-            m = args[3].bool()
-            tol = 1e-4 if plain.dtype == torch.float32 else 5e-2
-            if not torch.allclose(plain[m], shared[m], atol=tol, rtol=tol):
-                warnings.warn("share_prompt: the shared-prompt forward disagrees with the plain one for "
-                              "this model; falling back to the plain forward", stacklevel=2)
-                self._share = False
-                return completion_logprobs(model, *args, cfg.temperature)
         try:
+            if not self._share_checked:  # once: the shared forward must give what the plain one gives
+                self._share_checked = True
+                self._check_shared_forward(model, args)
             return shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
-        except ValueError as e:  # e.g. a training-mode forward that drops the cache
+        except ValueError as e:  # a disagreement, or a forward that drops the cache
             warnings.warn(f"share_prompt: {e}; falling back to the plain forward", stacklevel=2)
             self._share = False
             return completion_logprobs(model, *args, cfg.temperature)
+
+    def _check_shared_forward(self, model, args) -> None:
+        """Raise ValueError if the shared-prompt forward disagrees with the plain one (eval mode)."""
+        cfg, was_training = self.config, model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                plain = completion_logprobs(model, *args, cfg.temperature)                 # (B, T)
+                shared = shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
+        finally:
+            model.train(was_training)
+        m = args[3].bool()
+        tol = 1e-4 if plain.dtype == torch.float32 else 5e-2
+        if not torch.allclose(plain[m], shared[m], atol=tol, rtol=tol):
+            raise ValueError("the shared-prompt forward disagrees with the plain one for this model")
 
     def step(self) -> dict:
         cfg = self.config
