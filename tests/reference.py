@@ -129,7 +129,8 @@ def grpo_loss(logp, old_logp, advantages, mask, *, ref_logp=None, beta=0.0, epsi
               use_bias_correction_kl=True):
     """Token by token: ratio, two-sided clip, pessimistic min, k3 KL; then aggregate.
 
-    Returns ``(loss, stats)`` as floats; stats has clip_frac_low/high, clip_frac, ratio_mean, kl.
+    Returns ``(loss, stats)`` as floats; stats has clip_frac_low/high, clip_frac, ratio_mean,
+    kl (the raw k3, no ratio correction) and policy_loss (the surrogate alone, no beta * KL).
     """
     logp, old_logp, mask = _rows(logp), _rows(old_logp), _rows(mask)
     ref = _rows(ref_logp) if ref_logp is not None else None
@@ -137,26 +138,24 @@ def grpo_loss(logp, old_logp, advantages, mask, *, ref_logp=None, beta=0.0, epsi
     eps_high = epsilon if epsilon_high is None else epsilon_high
     B, T = len(logp), len(logp[0])
 
-    per_token, low, high, region, ratios, kls = [], [], [], [], [], []
+    per_token, surrogate, low, high, region, ratios, kls = [], [], [], [], [], [], []
     for b in range(B):
-        rows = [[] for _ in range(6)]
+        rows = [[] for _ in range(7)]
         for t in range(T):
             a = float(adv[b][t]) if isinstance(adv[b], list) else float(adv[b])
             ratio = math.exp(logp[b][t] - old_logp[b][t])
             clipped = min(max(ratio, 1.0 - epsilon), 1.0 + eps_high)
-            loss = -min(ratio * a, clipped * a)
-            k = 0.0
+            surr = -min(ratio * a, clipped * a)
+            loss, k = surr, 0.0
             if ref is not None:
                 log_r = ref[b][t] - logp[b][t]
                 k = math.exp(log_r) - 1.0 - log_r
-                if use_bias_correction_kl:
-                    k *= ratio
-                loss += beta * k
+                loss += beta * k * (ratio if use_bias_correction_kl else 1.0)
             is_low = 1.0 if (ratio < 1.0 - epsilon and a < 0) else 0.0
             is_high = 1.0 if (ratio > 1.0 + eps_high and a > 0) else 0.0
-            for lst, v in zip(rows, (loss, is_low, is_high, max(is_low, is_high), ratio, k)):
+            for lst, v in zip(rows, (loss, surr, is_low, is_high, max(is_low, is_high), ratio, k)):
                 lst.append(v)
-        for lst, v in zip((per_token, low, high, region, ratios, kls), rows):
+        for lst, v in zip((per_token, surrogate, low, high, region, ratios, kls), rows):
             lst.append(v)
 
     loss = aggregate_loss(per_token, mask, loss_type, max_completion_length)
@@ -166,5 +165,6 @@ def grpo_loss(logp, old_logp, advantages, mask, *, ref_logp=None, beta=0.0, epsi
         "clip_frac": masked_mean(region, mask),
         "ratio_mean": masked_mean(ratios, mask),
         "kl": masked_mean(kls, mask),
+        "policy_loss": aggregate_loss(surrogate, mask, loss_type, max_completion_length),
     }
     return loss, stats

@@ -21,7 +21,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from sdpo_kit.generation import completion_logprobs, encode_prompts
 from sdpo_kit.lab import build_model, build_tokenizer
-from sdpo_kit.losses import group_advantages, grpo_loss
+from sdpo_kit.losses import group_advantages, grpo_loss, kl_k3, masked_mean
 
 G = 4  # num_generations
 PROMPTS = ["1+2=", "7+5="]  # same length: the chat-rendered prompts need no padding
@@ -151,7 +151,13 @@ def test_grpo_loss_equals_trl_compute_loss(lab, tmp_path, loss_type, beta):
                          ("clip_frac", "region_mean")]:
         assert stats[ours].item() == pytest.approx(metrics[f"clip_ratio/{theirs}"], abs=1e-7)
     if beta:
-        assert stats["kl"].item() == pytest.approx(metrics["kl"], rel=1e-5, abs=1e-6)
+        # TRL logs k3 x ratio (its bias correction); our loss/kl is the raw k3
+        with torch.no_grad():
+            k3 = kl_k3(logp, ref_logp)                                                   # (B, T)
+            ratio = torch.exp(logp - old_logp)                                           # (B, T)
+        mask = batch["completion_mask"]
+        assert masked_mean(k3 * ratio, mask).item() == pytest.approx(metrics["kl"], rel=1e-5, abs=1e-6)
+        torch.testing.assert_close(stats["kl"], masked_mean(k3, mask), **FP32)
 
 
 def test_grpo_loss_without_bias_correction_equals_trl(lab, tmp_path):

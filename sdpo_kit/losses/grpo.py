@@ -1,14 +1,8 @@
-"""Pure tensor functions for RL post-training losses (torch only).
+"""GRPO: group-relative advantages, the four loss aggregations and the clipped surrogate.
 
-Dimension letters, used in every shape comment below:
-
-    B  sequences in the batch (prompts x group size)
-    G  group size: completions sampled per prompt (TRL's ``num_generations``)
-    T  completion tokens
-    V  vocabulary
-
-Every function takes tensors and floats, never a model or a config, and the losses return
-``(loss, stats)``: ``loss`` a scalar to minimise, ``stats`` a dict of detached tensors.
+Dimension letters as in ``losses.common``: B sequences (prompts x G), G group size, T
+completion tokens. Every function takes tensors and floats, never a model or a config;
+losses return ``(loss, stats)``: ``loss`` a scalar to minimise, ``stats`` detached tensors.
 
 Left out on purpose: sequence-level importance sampling (GSPO), CISPO / SAPO / VESPO,
 entropy bonuses and vLLM importance correction; TRL has them, and later tracks add the
@@ -18,64 +12,11 @@ pieces they need here as small, separate functions.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from .common import check_same_shape, kl_k3, masked_mean, masked_sum
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 SCALE_REWARDS = ("group", "batch", "none")
-
-
-# ---------------------------------------------------------------------------------------
-# log-probs and masked reductions
-# ---------------------------------------------------------------------------------------
-def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log pi(y_t | y_<t) of the given ``labels`` under ``logits``.
-
-    logits: (B, T, V) already aligned with labels (logits[:, t] predicts labels[:, t]).
-    labels: (B, T).  Returns (B, T).
-
-    log_softmax then gather; for large V this is the memory peak, which is why TRL chunks
-    it. Temperature divides the logits first, as TRL does for the sampling temperature.
-    """
-    if temperature != 1.0:
-        logits = logits / temperature                                          # (B, T, V)
-    # at least fp32 for the softmax (bf16/fp16 logits lose log-prob precision); fp64 stays fp64
-    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))       # (B, T, V)
-    logp_all = F.log_softmax(logits, dim=-1)                                   # (B, T, V)
-    return logp_all.gather(-1, labels.unsqueeze(-1)).squeeze(-1)               # (B, T)
-
-
-def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim=None) -> torch.Tensor:
-    """sum of x where mask == 1 (over ``dim``, or everything)."""
-    x = x * mask
-    return x.sum() if dim is None else x.sum(dim)
-
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim=None) -> torch.Tensor:
-    """mean of x where mask == 1; 0 where the mask is empty (never NaN)."""
-    mask = mask.to(x.dtype)
-    if dim is None:
-        return masked_sum(x, mask) / mask.sum().clamp(min=1.0)
-    return masked_sum(x, mask, dim) / mask.sum(dim).clamp(min=1.0)
-
-
-# ---------------------------------------------------------------------------------------
-# KL estimators (joschu.net/blog/kl-approx.html), estimating KL(pi || pi_ref) from samples
-# y ~ pi, with log_ratio = log pi_ref(y) - log pi(y)
-# ---------------------------------------------------------------------------------------
-def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k1 = -log r = log pi - log pi_ref.  Unbiased, high variance, can be negative."""
-    return logp - ref_logp                                                    # (B, T)
-
-
-def kl_k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k2 = (log r)^2 / 2.  Biased, low variance, always >= 0."""
-    return 0.5 * (ref_logp - logp) ** 2                                        # (B, T)
-
-
-def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k3 = r - 1 - log r, r = pi_ref / pi.  Unbiased, low variance, always >= 0 (GRPO's)."""
-    log_r = ref_logp - logp                                                   # (B, T)
-    return torch.exp(log_r) - log_r - 1                                       # (B, T)
 
 
 # ---------------------------------------------------------------------------------------
@@ -147,16 +88,6 @@ def aggregate_loss(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: 
     raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
 
 
-def _check_shapes(logp: torch.Tensor, **others: torch.Tensor | None) -> None:
-    """ValueError unless logp is (B, T) and every other tensor given has that same shape
-    (broadcasting would otherwise hide a misaligned batch)."""
-    if logp.dim() != 2:
-        raise ValueError(f"logp must be (B, T), got {tuple(logp.shape)}")
-    for name, x in others.items():
-        if x is not None and x.shape != logp.shape:
-            raise ValueError(f"{name} must have logp's shape {tuple(logp.shape)}, got {tuple(x.shape)}")
-
-
 def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
               mask: torch.Tensor, *, ref_logp: torch.Tensor | None = None, beta: float = 0.0,
               epsilon: float = 0.2, epsilon_high: float | None = None, loss_type: str = "dapo",
@@ -177,13 +108,17 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
         advantages: (B,) one per sequence, or (B, T) per token.
         mask: (B, T) 1 on completion tokens that count.
     Returns ``(loss, stats)`` with stats ``clip_frac_low``, ``clip_frac_high``, ``clip_frac``
-    (TRL's region clip ratio: the clip is active and the gradient is zero), ``ratio_mean``, ``kl``.
+    (TRL's region clip ratio: the clip is active and the gradient is zero), ``ratio_mean``,
+    ``policy_loss`` (the clipped surrogate alone: ``loss`` without ``beta * KL``) and ``kl``
+    (the raw k3 estimate, masked token mean, without the ratio correction; 0 without
+    ``ref_logp``). TRL logs its ``kl`` with the ratio correction: equal on the first pass
+    over a batch, where ratio == 1.
     """
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
     if beta != 0.0 and ref_logp is None:
         raise ValueError("beta != 0 needs ref_logp")
-    _check_shapes(logp, old_logp=old_logp, mask=mask, ref_logp=ref_logp)
+    check_same_shape(logp, old_logp=old_logp, mask=mask, ref_logp=ref_logp)
     if advantages.shape not in ((logp.size(0),), logp.shape):
         raise ValueError(f"advantages must be (B,) or (B, T) with (B, T) = {tuple(logp.shape)}, "
                          f"got {tuple(advantages.shape)}")
@@ -194,17 +129,17 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
 
     ratio = torch.exp(logp - old_logp)                                          # (B, T)
     clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high)                 # (B, T)
-    per_token_loss = -torch.min(ratio * advantages, clipped * advantages)       # (B, T)
+    surrogate = -torch.min(ratio * advantages, clipped * advantages)            # (B, T)
+    policy_loss = aggregate_loss(surrogate, mask, loss_type, max_completion_length)  # scalar
 
     kl = None
+    loss = policy_loss                                                          # scalar
     if ref_logp is not None:
-        kl = kl_k3(logp, ref_logp)                                              # (B, T)
-        if use_bias_correction_kl:
-            kl = kl * ratio                                                     # (B, T)
+        kl = kl_k3(logp, ref_logp)                                              # (B, T) raw estimate
         if beta != 0.0:
-            per_token_loss = per_token_loss + beta * kl                         # (B, T)
-
-    loss = aggregate_loss(per_token_loss, mask, loss_type, max_completion_length)  # scalar
+            # the penalty is aggregated like the surrogate (TRL adds it per token, same sum)
+            penalty = kl * ratio if use_bias_correction_kl else kl              # (B, T)
+            loss = policy_loss + beta * aggregate_loss(penalty, mask, loss_type, max_completion_length)  # scalar
 
     with torch.no_grad():
         low = ((ratio < 1 - epsilon) & (advantages < 0)).to(logp.dtype)         # (B, T)
@@ -215,6 +150,6 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
             "clip_frac": masked_mean(torch.maximum(low, high), mask),
             "ratio_mean": masked_mean(ratio.detach(), mask),
             "kl": masked_mean(kl.detach(), mask) if kl is not None else torch.zeros(()),
-            "policy_loss": loss.detach(),
+            "policy_loss": policy_loss.detach(),
         }
     return loss, stats

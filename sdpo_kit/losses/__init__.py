@@ -1,0 +1,25 @@
+"""Pure tensor functions for RL post-training losses (torch only), one module per algorithm.
+
+    common.py   per-token log-probs, masked reductions, KL estimators k1 / k2 / k3
+    grpo.py     group-relative advantages, the four aggregations, ``grpo_loss``
+
+Every public name is re-exported here: ``from sdpo_kit.losses import grpo_loss``.
+Later tracks add ``vapor.py``, ``sdpo.py`` and ``ppo.py`` beside them.
+"""
+
+from .common import (
+    CHUNK_ELEMENTS,
+    check_same_shape,
+    kl_k1,
+    kl_k2,
+    kl_k3,
+    masked_mean,
+    masked_sum,
+    token_logprobs,
+)
+from .grpo import LOSS_TYPES, SCALE_REWARDS, aggregate_loss, group_advantages, grpo_loss
+
+__all__ = [
+    "CHUNK_ELEMENTS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate_loss", "check_same_shape", "group_advantages",
+    "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "masked_mean", "masked_sum", "token_logprobs",
+]
