@@ -1,8 +1,18 @@
-"""Synthetic verifiable tasks, generated in code (no downloads).
+"""Synthetic verifiable tasks, generated in code (no downloads), and the ``Task`` protocol.
 
 A task makes chat rows ``{"prompt": [{"role": "user", "content": ...}], "answer": "..."}``,
 splits them into train / held-out without overlap, scores completions with a verifiable
-reward and measures greedy accuracy of a model on a split.
+reward and measures greedy accuracy of a model on a split. Every task implements ``Task``:
+
+    name, answer_column                the rows' answer column (``"answer"``)
+    splits() -> (train_rows, heldout_rows)
+    reward(prompts, completions, **columns) -> list[float]     TRL's reward signature
+    is_correct(completion, answer) -> bool                     the one correctness rule
+    evaluate(model, tokenizer, rows=None) -> float             greedy accuracy (held-out by default)
+
+One ``is_correct`` decides both the exact-match reward and held-out accuracy, so a completion
+the reward pays for is one evaluation counts: ``answers_match`` forgives surrounding spaces,
+a trailing ``.`` and thousands commas (``"9."`` and ``"1,000"`` are right) on both sides.
 
 Difficulty knobs (``digits``, ``terms``) let the same task serve the tiny CPU model
 (1-digit, 3 terms) and a 0.5B model on a T4 (3-digit, 4 terms, say).
@@ -13,10 +23,12 @@ tracks (SDPO feedback, verl) add what they need on top of ``Task``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import re
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -64,6 +76,54 @@ def extract_answer(text: str, tagged: bool) -> str | None:
     return ans or None
 
 
+def normalise_answer(text: str) -> str:
+    """``" 1,000. "`` -> ``"1000"``: strip spaces, one trailing ``.`` and thousands commas."""
+    return str(text).strip().rstrip(".").replace(",", "").strip()
+
+
+def answers_match(got: str | None, answer) -> bool:
+    """True when an extracted answer equals the reference after ``normalise_answer``; None never matches."""
+    return got is not None and normalise_answer(got) != "" and normalise_answer(got) == normalise_answer(answer)
+
+
+def is_correct(completion, answer, tagged: bool = False) -> bool:
+    """The correctness rule shared by the exact-match reward and held-out evaluation."""
+    return answers_match(extract_answer(completion, tagged), answer)
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the trainers, the CLI and the evaluators need from a task (see the module docstring)."""
+
+    name: str
+    answer_column: str
+
+    def splits(self) -> tuple[list[dict], list[dict]]: ...
+
+    def reward(self, prompts, completions, **columns) -> list[float]: ...
+
+    def is_correct(self, completion, answer) -> bool: ...
+
+    def evaluate(self, model, tokenizer, rows: list[dict] | None = None) -> float: ...
+
+
+@torch.no_grad()
+def greedy_accuracy(task: Task, model, tokenizer, rows: list[dict], *, max_new_tokens: int,
+                    batch_size: int = 256) -> float:
+    """Fraction of ``rows`` whose greedy completion ``task.is_correct`` accepts (batched)."""
+    if not rows:
+        raise ValueError("evaluate() got no rows")
+    from .generation import generate_completions
+
+    correct = 0
+    for i in range(0, len(rows), batch_size):
+        chunk = rows[i : i + batch_size]
+        texts = generate_completions(model, tokenizer, [r["prompt"] for r in chunk],
+                                     max_new_tokens=max_new_tokens, do_sample=False)
+        correct += sum(task.is_correct(t, r[task.answer_column]) for t, r in zip(texts, chunk))
+    return correct / len(rows)
+
+
 @dataclass
 class ArithmeticTask:
     """Sum of ``terms`` non-negative integers of at most ``digits`` digits each.
@@ -79,6 +139,7 @@ class ArithmeticTask:
     n_train: int | None = None  # None: every problem not held out, at most DEFAULT_MAX_TRAIN
     seed: int = 0
     name: str = field(init=False, default="arithmetic")
+    answer_column: str = field(init=False, default="answer")
 
     def __post_init__(self):
         if self.digits < 1 or self.terms < 1:
@@ -132,11 +193,11 @@ class ArithmeticTask:
 
     # --- scoring ------------------------------------------------------------------------
     def is_correct(self, completion, answer: str) -> bool:
-        got = extract_answer(completion, self.tagged)
-        return got is not None and got == str(answer).strip()
+        """``tasks.is_correct`` with this task's format (tagged or plain)."""
+        return is_correct(completion, answer, self.tagged)
 
     def reward(self, prompts, completions, answer, **kwargs) -> list[float]:
-        """TRL reward signature: 1.0 for the right answer, else 0.0."""
+        """TRL reward signature: 1.0 for the right answer, else 0.0 (``is_correct``)."""
         return [float(self.is_correct(c, a)) for c, a in zip(completions, answer)]
 
     # --- warm-start rows ----------------------------------------------------------------
@@ -161,25 +222,13 @@ class ArithmeticTask:
         return out
 
     # --- evaluation ---------------------------------------------------------------------
-    @torch.no_grad()
-    def evaluate(self, model, tokenizer, rows: list[dict], batch_size: int = 256,
+    def evaluate(self, model, tokenizer, rows: list[dict] | None = None, batch_size: int = 256,
                  max_new_tokens: int | None = None) -> float:
-        """Greedy accuracy of ``model`` on ``rows`` (fraction in [0, 1])."""
-        if not rows:
-            raise ValueError("evaluate() got no rows")
-        from .generation import generate_completions
-
+        """Greedy accuracy of ``model`` on ``rows`` (default: the held-out split), in [0, 1]."""
+        rows = self.splits()[1] if rows is None else rows
         if max_new_tokens is None:
             max_new_tokens = self.max_completion_tokens()
-        correct = 0
-        for i in range(0, len(rows), batch_size):
-            chunk = rows[i : i + batch_size]
-            texts = generate_completions(
-                model, tokenizer, [r["prompt"] for r in chunk],
-                max_new_tokens=max_new_tokens, do_sample=False,
-            )
-            correct += sum(self.is_correct(t, r["answer"]) for t, r in zip(texts, chunk))
-        return correct / len(rows)
+        return greedy_accuracy(self, model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=batch_size)
 
     def max_completion_tokens(self) -> int:
         """Enough new tokens for a perfect answer plus slack (character-level tokens)."""
@@ -187,10 +236,16 @@ class ArithmeticTask:
         return n + (len("<answer></answer>") if self.tagged else 0) + 2
 
 
-def make_task(name: str = "arithmetic", **kwargs) -> ArithmeticTask:
-    """Task factory used by configs: ``arithmetic`` or ``tagged_arithmetic``."""
-    if name == "arithmetic":
-        return ArithmeticTask(**kwargs)
-    if name in ("tagged_arithmetic", "tagged"):
-        return ArithmeticTask(tagged=True, **kwargs)
-    raise ValueError(f"unknown task {name!r}; choose 'arithmetic' or 'tagged_arithmetic'")
+# name -> factory; a later track registers its task here (one line)
+TASKS = {
+    "arithmetic": ArithmeticTask,
+    "tagged_arithmetic": functools.partial(ArithmeticTask, tagged=True),
+}
+TASKS["tagged"] = TASKS["tagged_arithmetic"]  # short alias
+
+
+def make_task(name: str = "arithmetic", **kwargs) -> Task:
+    """Task factory used by configs: a name from ``TASKS`` and its keyword arguments."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+    return TASKS[name](**kwargs)

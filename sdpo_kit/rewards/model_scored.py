@@ -1,185 +1,28 @@
-"""Reward functions with TRL's signature: ``fn(prompts, completions, **columns) -> list[float]``.
+"""Model-scored rewards: a causal LM's likelihoods as the reward (the seed's two, and a sounder one).
 
-``completions`` are strings or chat message lists (TRL passes lists of
-``{"role": "assistant", "content": ...}`` for conversational datasets); every reward here
-takes both. Dataset columns arrive as keyword lists, one entry per completion.
-
-Verifiable rewards never crash on empty or garbage text: they score it 0.0.
-
-A reward function may declare the dataset columns it needs with a ``required_columns``
-attribute; ``check_columns`` turns a missing column into an error that names both.
-
-Model-scored rewards (``inverse_loss_reward``, ``coverage_weighted_ce_reward``,
-``answer_likelihood_reward``) are batched: sequences are padded, one forward pass per
-micro-batch under ``torch.no_grad()``, never a Python loop of single forwards. The scorer is
-put in eval mode while it scores (no dropout) and restored afterwards.
-
-``make_reward(config, model, tokenizer, task)`` builds reward functions from config dicts
-(``{"type": "inverse_loss" | "supervised" | ..., "answer_field": "answer", ...}``).
+Batched: sequences are padded, one forward pass per micro-batch under ``torch.no_grad()``,
+never a Python loop of single forwards. The scorer is put in eval mode while it scores (no
+dropout) and given back in the mode it came in (``utils.eval_mode``).
 
 Dimension letters: ``B`` completions in a micro-batch, ``P`` context tokens, ``T`` scored
 tokens, ``L`` sequence length, ``V`` vocabulary.
 
-Left out on purpose: learned reward models (sequence classifiers); model-scored rewards
-below score with a causal LM instead.
+Left out on purpose: learned reward models (sequence classifiers); the PPO track adds one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import functools
-import inspect
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 
-from .generation import completion_logprobs, render_prompts
-from .losses import masked_mean
-from .tasks import completion_text, extract_answer
+from ..generation import completion_logprobs, render_prompts
+from ..losses import masked_mean
+from ..tasks import completion_text
+from ..utils import eval_mode
+from .core import RewardFunc
 
-RewardFunc = Callable[..., list[float]]
-
-
-# ---------------------------------------------------------------------------------------
-# naming, column checks and safe calling (shared by the scratch loop and the TRL path)
-# ---------------------------------------------------------------------------------------
-def reward_name(fn) -> str:
-    """A readable name for a reward function (TRL logs rewards under this name too)."""
-    return getattr(fn, "__name__", None) or type(fn).__name__
-
-
-def required_columns(fn) -> tuple[str, ...]:
-    return tuple(getattr(fn, "required_columns", ()))
-
-
-def check_columns(columns: Iterable[str], reward_funcs: Sequence[RewardFunc]) -> None:
-    """Fail early, naming the column and the reward, when a dataset lacks what a reward needs."""
-    columns = set(columns)
-    if "prompt" not in columns:
-        raise ValueError(f"dataset has no 'prompt' column (columns: {sorted(columns)})")
-    for fn in reward_funcs:
-        for col in required_columns(fn):
-            if col not in columns:
-                raise ValueError(
-                    f"reward {reward_name(fn)!r} needs the dataset column {col!r}, "
-                    f"which is missing (columns: {sorted(columns)})"
-                )
-
-
-class RewardError(RuntimeError):
-    """A reward function raised, or returned something that is not a finite float per completion."""
-
-
-def call_reward(fn: RewardFunc, prompts, completions, **columns) -> list[float]:
-    """Call one reward function and check what it returns.
-
-    Raises ``RewardError`` naming the function when it raises (the original traceback is
-    chained), returns the wrong number of values, or returns NaN / inf.
-    """
-    name = reward_name(fn)
-    try:
-        values = fn(prompts=prompts, completions=completions, **columns)
-    except Exception as e:  # keep the traceback, add the name
-        raise RewardError(f"reward function {name!r} raised {type(e).__name__}: {e}") from e
-    values = list(values)
-    if len(values) != len(completions):
-        raise RewardError(f"reward function {name!r} returned {len(values)} values for {len(completions)} completions")
-    out = []
-    for i, v in enumerate(values):
-        v = float("nan") if v is None else float(v)
-        if not math.isfinite(v):
-            raise RewardError(f"reward function {name!r} returned {v} for completion {i}: {completions[i]!r}")
-        out.append(v)
-    return out
-
-
-def checked(fn: RewardFunc) -> RewardFunc:
-    """Wrap ``fn`` so TRL's trainer gets the same named errors as the scratch loop."""
-
-    @functools.wraps(fn)
-    def wrapper(prompts, completions, **columns):
-        return call_reward(fn, prompts, completions, **columns)
-
-    wrapper.__name__ = reward_name(fn)
-    return wrapper
-
-
-def compute_rewards(reward_funcs: Sequence[RewardFunc], prompts, completions, columns: dict,
-                    weights: Sequence[float] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Score completions with every reward function.
-
-    Returns ``(total, per_func)``: (B,) weighted sum and (B, F) one column per function.
-    """
-    per_func = torch.tensor(
-        [call_reward(fn, prompts, completions, **columns) for fn in reward_funcs], dtype=torch.float32
-    ).T                                                                        # (B, F)
-    w = torch.tensor(weights if weights is not None else [1.0] * len(reward_funcs))  # (F,)
-    return per_func @ w, per_func                                               # (B,), (B, F)
-
-
-# ---------------------------------------------------------------------------------------
-# verifiable rewards
-# ---------------------------------------------------------------------------------------
-def _normalise(ans: str) -> str:
-    return ans.strip().rstrip(".").replace(",", "").strip()
-
-
-def exact_match_reward(answer_field: str = "answer", tagged: bool = False) -> RewardFunc:
-    """1.0 when the completion's answer equals the dataset's answer, else 0.0.
-
-    Plain: the answer is the completion's first line. Tagged: the content of the first
-    ``<answer>...</answer>``; no tags scores 0.
-    """
-
-    def exact_match(prompts, completions, **columns) -> list[float]:
-        answers = columns[answer_field]
-        out = []
-        for c, a in zip(completions, answers):
-            got = extract_answer(completion_text(c), tagged)
-            out.append(float(got is not None and _normalise(got) == _normalise(str(a))))
-        return out
-
-    exact_match.required_columns = (answer_field,)
-    exact_match.__name__ = "tagged_exact_match" if tagged else "exact_match"
-    return exact_match
-
-
-def tag_format_reward(tag: str = "answer") -> RewardFunc:
-    """1.0 when the completion holds exactly one well-formed ``<tag>...</tag>`` with text inside."""
-    open_t, close_t = f"<{tag}>", f"</{tag}>"
-
-    def tag_format(prompts, completions, **columns) -> list[float]:
-        out = []
-        for c in completions:
-            t = completion_text(c)
-            i, j = t.find(open_t), t.find(close_t)
-            ok = (t.count(open_t) == 1 and t.count(close_t) == 1 and i < j
-                  and t[i + len(open_t):j].strip() != "")
-            out.append(float(ok))
-        return out
-
-    tag_format.__name__ = f"{tag}_format"
-    return tag_format
-
-
-def format_and_match_reward(answer_field: str = "answer", format_weight: float = 0.2) -> RewardFunc:
-    """``format_weight * tag_format + (1 - format_weight) * tagged_exact_match``, in [0, 1]."""
-    fmt, match = tag_format_reward(), exact_match_reward(answer_field, tagged=True)
-
-    def format_and_match(prompts, completions, **columns) -> list[float]:
-        f = fmt(prompts, completions, **columns)
-        m = match(prompts, completions, **columns)
-        return [format_weight * a + (1 - format_weight) * b for a, b in zip(f, m)]
-
-    format_and_match.required_columns = (answer_field,)
-    return format_and_match
-
-
-# ---------------------------------------------------------------------------------------
-# model-scored rewards (the seed's two, and a sounder supervised one)
-# ---------------------------------------------------------------------------------------
 SCORERS = ("policy", "frozen")
 
 
@@ -196,17 +39,6 @@ def _check_micro_batch_size(micro_batch_size: int) -> int:
     if not isinstance(micro_batch_size, int) or micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be a positive int, got {micro_batch_size!r}")
     return micro_batch_size
-
-
-@contextlib.contextmanager
-def _eval_mode(model):
-    """Score without dropout; give the model back in the mode it came in."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
 
 
 def _encode(tokenizer, texts: Sequence[str], add_special_tokens: bool = False) -> list[list[int]]:
@@ -252,7 +84,7 @@ def _mean_target_logprob(model, tokenizer, contexts: Sequence[Sequence[int]], ta
     device = next(model.parameters()).device
     out = [0.0] * len(targets)
     rows = [i for i, (x, y) in enumerate(zip(contexts, targets)) if len(y) - (len(x) == 0) > 0]
-    with _eval_mode(model):
+    with eval_mode(model):
         for start in range(0, len(rows), micro_batch_size):
             chunk = rows[start:start + micro_batch_size]
             ctx_ids, ctx_mask = _pad([contexts[i] for i in chunk], pad_id, "left", device)    # (B, P)
@@ -329,7 +161,7 @@ def _coverage_ce(model, tokenizer, completions: Sequence[str], answers: Sequence
     min_len = [min(max(len(x) - 1, 0), len(a)) for x, a in zip(inputs, ans_tokens)]
     out = [0.0] * len(completions)
     rows = [i for i, m in enumerate(min_len) if m > 0]
-    with _eval_mode(model):
+    with eval_mode(model):
         for start in range(0, len(rows), micro_batch_size):
             chunk = rows[start:start + micro_batch_size]
             M = max(min_len[i] for i in chunk)
@@ -431,77 +263,3 @@ def answer_likelihood_reward(model, tokenizer, answer_field: str = "answer", *, 
     return answer_likelihood
 
 
-# ---------------------------------------------------------------------------------------
-# factory from config
-# ---------------------------------------------------------------------------------------
-def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagged=None):
-    if tagged is None:  # follow the task: a tagged task's answers live in <answer> tags
-        tagged = bool(getattr(task, "tagged", False))
-    return exact_match_reward(answer_field, tagged=tagged)
-
-
-# type -> (builder(model, tokenizer, task, **options), needs a model and tokenizer)
-_REWARD_TYPES: dict[str, tuple[Callable, bool]] = {
-    "exact_match": (_exact_match_from_config, False),
-    "tagged_exact_match": (lambda model, tokenizer, task, answer_field="answer":
-                           exact_match_reward(answer_field, tagged=True), False),
-    "tag_format": (lambda model, tokenizer, task, tag="answer": tag_format_reward(tag), False),
-    "format_and_match": (lambda model, tokenizer, task, answer_field="answer", format_weight=0.2:
-                         format_and_match_reward(answer_field, format_weight), False),
-    "inverse_loss": (lambda model, tokenizer, task, scorer="policy", micro_batch_size=64:
-                     inverse_loss_reward(model, tokenizer, scorer=scorer, micro_batch_size=micro_batch_size),
-                     True),
-    "supervised": (lambda model, tokenizer, task, answer_field="answer", scorer="policy", micro_batch_size=64:
-                   coverage_weighted_ce_reward(model, tokenizer, answer_field, scorer=scorer,
-                                               micro_batch_size=micro_batch_size), True),
-    "answer_likelihood": (lambda model, tokenizer, task, answer_field="answer", separator=ANSWER_SEPARATOR,
-                          scorer="policy", micro_batch_size=64:
-                          answer_likelihood_reward(model, tokenizer, answer_field, separator=separator,
-                                                   scorer=scorer, micro_batch_size=micro_batch_size), True),
-}
-_REWARD_TYPES["coverage_ce"] = _REWARD_TYPES["supervised"]  # alias: the seed calls it "supervised"
-REWARD_TYPES = tuple(sorted(_REWARD_TYPES))
-
-
-def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer=None, task=None) -> list[RewardFunc]:
-    """Reward functions from config entries; always returns a list (one per entry).
-
-    An entry is a type name or a dict ``{"type": ..., **options}``:
-
-        exact_match          answer_field="answer", tagged=None (None: the task's ``tagged``, else False)
-        tagged_exact_match   answer_field="answer"
-        tag_format           tag="answer"
-        format_and_match     answer_field="answer", format_weight=0.2
-        inverse_loss         scorer="policy" | "frozen", micro_batch_size=64     (needs model, tokenizer)
-        supervised           answer_field="answer", scorer, micro_batch_size     (needs model, tokenizer)
-        coverage_ce          alias of supervised (the seed's coverage-weighted CE)
-        answer_likelihood    answer_field="answer", separator="\\nAnswer: ", scorer, micro_batch_size
-                                                                                  (needs model, tokenizer)
-
-    Weights are not an option here: pass them to ``compute_rewards`` / the trainers
-    (``reward_weights``). Unknown types or options raise ``ValueError`` listing the valid ones.
-    """
-    entries = list(config) if isinstance(config, (list, tuple)) else [config]
-    if not entries:
-        raise ValueError("make_reward got an empty list of reward configs")
-    out = []
-    for i, entry in enumerate(entries):
-        if isinstance(entry, str):
-            entry = {"type": entry}
-        if not isinstance(entry, dict) or "type" not in entry:
-            raise ValueError(f"reward config {i} must be a type name or a dict with a 'type' key, got {entry!r}")
-        options = {k: v for k, v in entry.items() if k != "type"}
-        rtype = entry["type"]
-        if rtype not in _REWARD_TYPES:
-            raise ValueError(f"unknown reward type {rtype!r}; valid types: {', '.join(REWARD_TYPES)}")
-        builder, needs_model = _REWARD_TYPES[rtype]
-        accepted = [p for p in inspect.signature(builder).parameters if p not in ("model", "tokenizer", "task")]
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            hint = " (weights go to compute_rewards / reward_weights)" if "weight" in unknown else ""
-            raise ValueError(f"reward type {rtype!r} got unknown option(s) {unknown}; "
-                             f"accepted: {accepted}{hint}")
-        if needs_model and (model is None or tokenizer is None):
-            raise ValueError(f"reward type {rtype!r} is scored by a model: pass model= and tokenizer= to make_reward")
-        out.append(builder(model, tokenizer, task, **options))
-    return out

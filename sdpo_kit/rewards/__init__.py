@@ -1,0 +1,40 @@
+"""Reward functions with TRL's signature: ``fn(prompts, completions, **columns) -> list[float]``.
+
+    core.py           the contract: column checks (signature or ``required_columns``), named
+                      errors for a reward that raises or returns NaN, weighted sums
+    verifiable.py     exact match (``tasks.is_correct``), tag format, format-and-match
+    model_scored.py   inverse loss, coverage-weighted CE, answer likelihood (batched, no_grad)
+    registry.py       ``make_reward(config, model, tokenizer, task)`` from config dicts
+
+``completions`` are strings or chat message lists (TRL passes lists of
+``{"role": "assistant", "content": ...}`` for conversational datasets); every reward here
+takes both. Every public name is re-exported here: ``from sdpo_kit.rewards import make_reward``.
+"""
+
+from .core import (
+    TRL_REWARD_KWARGS,
+    RewardError,
+    RewardFunc,
+    call_reward,
+    check_columns,
+    checked,
+    compute_rewards,
+    required_columns,
+    reward_name,
+)
+from .model_scored import (
+    ANSWER_SEPARATOR,
+    SCORERS,
+    answer_likelihood_reward,
+    coverage_weighted_ce_reward,
+    inverse_loss_reward,
+)
+from .registry import REWARD_BUILDERS, REWARD_TYPES, make_reward
+from .verifiable import exact_match_reward, format_and_match_reward, tag_format_reward
+
+__all__ = [
+    "ANSWER_SEPARATOR", "REWARD_BUILDERS", "REWARD_TYPES", "SCORERS", "TRL_REWARD_KWARGS", "RewardError",
+    "RewardFunc", "answer_likelihood_reward", "call_reward", "check_columns", "checked", "compute_rewards",
+    "coverage_weighted_ce_reward", "exact_match_reward", "format_and_match_reward", "inverse_loss_reward",
+    "make_reward", "required_columns", "reward_name", "tag_format_reward",
+]

@@ -1,0 +1,117 @@
+"""The contract every reward function meets, and the checks around it.
+
+A reward function has TRL's signature, ``fn(prompts, completions, **columns) -> list[float]``:
+``completions`` are strings or chat message lists, dataset columns arrive as keyword lists
+(one entry per completion). The columns a reward needs are declared by its signature
+(``def r(prompts, completions, target, **kw)`` needs ``target``) or a ``required_columns``
+attribute; ``check_columns`` turns a missing one into an error naming both, before training.
+
+``call_reward`` / ``checked`` turn a reward that raises, returns the wrong count, or NaN / inf
+into a ``RewardError`` naming it (the scratch loop and the TRL path alike);
+``compute_rewards`` scores with several functions and their weights.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+
+RewardFunc = Callable[..., list[float]]
+
+
+# ---------------------------------------------------------------------------------------
+# naming, column checks and safe calling (shared by the scratch loop and the TRL path)
+# ---------------------------------------------------------------------------------------
+def reward_name(fn) -> str:
+    """A readable name for a reward function (TRL logs rewards under this name too)."""
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+# keyword arguments TRL's GRPOTrainer passes to every reward besides the dataset columns
+TRL_REWARD_KWARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric",
+                     "environments")
+
+
+def required_columns(fn) -> tuple[str, ...]:
+    """Dataset columns ``fn`` needs: its ``required_columns`` attribute, plus every parameter of
+    its signature without a default that TRL does not fill itself (``TRL_REWARD_KWARGS``)."""
+    declared = list(getattr(fn, "required_columns", ()))
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: only the attribute counts
+        params = ()
+    named = [p.name for p in params
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is p.empty
+             and p.name not in TRL_REWARD_KWARGS]
+    return tuple(dict.fromkeys(declared + named))
+
+
+def check_columns(columns: Iterable[str], reward_funcs: Sequence[RewardFunc]) -> None:
+    """Fail early, naming the column and the reward, when a dataset lacks what a reward needs."""
+    columns = set(columns)
+    if "prompt" not in columns:
+        raise ValueError(f"dataset has no 'prompt' column (columns: {sorted(columns)})")
+    for fn in reward_funcs:
+        for col in required_columns(fn):
+            if col not in columns:
+                raise ValueError(
+                    f"reward {reward_name(fn)!r} needs the dataset column {col!r}, "
+                    f"which is missing (columns: {sorted(columns)})"
+                )
+
+
+class RewardError(RuntimeError):
+    """A reward function raised, or returned something that is not a finite float per completion."""
+
+
+def call_reward(fn: RewardFunc, prompts, completions, **columns) -> list[float]:
+    """Call one reward function and check what it returns.
+
+    Raises ``RewardError`` naming the function when it raises (the original traceback is
+    chained), returns the wrong number of values, or returns NaN / inf.
+    """
+    name = reward_name(fn)
+    try:
+        values = fn(prompts=prompts, completions=completions, **columns)
+    except Exception as e:  # keep the traceback, add the name
+        raise RewardError(f"reward function {name!r} raised {type(e).__name__}: {e}") from e
+    values = list(values)
+    if len(values) != len(completions):
+        raise RewardError(f"reward function {name!r} returned {len(values)} values for {len(completions)} completions")
+    out = []
+    for i, v in enumerate(values):
+        v = float("nan") if v is None else float(v)
+        if not math.isfinite(v):
+            raise RewardError(f"reward function {name!r} returned {v} for completion {i}: {completions[i]!r}")
+        out.append(v)
+    return out
+
+
+def checked(fn: RewardFunc) -> RewardFunc:
+    """Wrap ``fn`` so TRL's trainer gets the same named errors as the scratch loop."""
+
+    @functools.wraps(fn)
+    def wrapper(prompts, completions, **columns):
+        return call_reward(fn, prompts, completions, **columns)
+
+    wrapper.__name__ = reward_name(fn)
+    return wrapper
+
+
+def compute_rewards(reward_funcs: Sequence[RewardFunc], prompts, completions, columns: dict,
+                    weights: Sequence[float] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Score completions with every reward function.
+
+    Returns ``(total, per_func)``: (B,) weighted sum and (B, F) one column per function.
+    """
+    per_func = torch.tensor(
+        [call_reward(fn, prompts, completions, **columns) for fn in reward_funcs], dtype=torch.float32
+    ).T                                                                        # (B, F)
+    w = torch.tensor(weights if weights is not None else [1.0] * len(reward_funcs))  # (F,)
+    return per_func @ w, per_func                                               # (B,), (B, F)
+
+

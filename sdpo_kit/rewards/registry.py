@@ -1,0 +1,88 @@
+"""``make_reward``: reward functions from config entries (``{"type": ..., **options}``).
+
+The registry ``REWARD_BUILDERS`` maps a type name to ``(builder(model, tokenizer, task,
+**options), needs_model)``; a new reward is one entry. Options are checked against the
+builder's signature, so a typo is an error naming the valid options.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+
+from .core import RewardFunc
+from .model_scored import ANSWER_SEPARATOR, answer_likelihood_reward, coverage_weighted_ce_reward, inverse_loss_reward
+from .verifiable import exact_match_reward, format_and_match_reward, tag_format_reward
+
+
+def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagged=None):
+    if tagged is None:  # follow the task: a tagged task's answers live in <answer> tags
+        tagged = bool(getattr(task, "tagged", False))
+    return exact_match_reward(answer_field, tagged=tagged)
+
+
+# type -> (builder(model, tokenizer, task, **options), needs a model and tokenizer)
+REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
+    "exact_match": (_exact_match_from_config, False),
+    "tagged_exact_match": (lambda model, tokenizer, task, answer_field="answer":
+                           exact_match_reward(answer_field, tagged=True), False),
+    "tag_format": (lambda model, tokenizer, task, tag="answer": tag_format_reward(tag), False),
+    "format_and_match": (lambda model, tokenizer, task, answer_field="answer", format_weight=0.2:
+                         format_and_match_reward(answer_field, format_weight), False),
+    "inverse_loss": (lambda model, tokenizer, task, scorer="policy", micro_batch_size=64:
+                     inverse_loss_reward(model, tokenizer, scorer=scorer, micro_batch_size=micro_batch_size),
+                     True),
+    "supervised": (lambda model, tokenizer, task, answer_field="answer", scorer="policy", micro_batch_size=64:
+                   coverage_weighted_ce_reward(model, tokenizer, answer_field, scorer=scorer,
+                                               micro_batch_size=micro_batch_size), True),
+    "answer_likelihood": (lambda model, tokenizer, task, answer_field="answer", separator=ANSWER_SEPARATOR,
+                          scorer="policy", micro_batch_size=64:
+                          answer_likelihood_reward(model, tokenizer, answer_field, separator=separator,
+                                                   scorer=scorer, micro_batch_size=micro_batch_size), True),
+}
+REWARD_BUILDERS["coverage_ce"] = REWARD_BUILDERS["supervised"]  # alias: the seed calls it "supervised"
+REWARD_TYPES = tuple(sorted(REWARD_BUILDERS))
+
+
+def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer=None, task=None) -> list[RewardFunc]:
+    """Reward functions from config entries; always returns a list (one per entry).
+
+    An entry is a type name or a dict ``{"type": ..., **options}``:
+
+        exact_match          answer_field="answer", tagged=None (None: the task's ``tagged``, else False)
+        tagged_exact_match   answer_field="answer"
+        tag_format           tag="answer"
+        format_and_match     answer_field="answer", format_weight=0.2
+        inverse_loss         scorer="policy" | "frozen", micro_batch_size=64     (needs model, tokenizer)
+        supervised           answer_field="answer", scorer, micro_batch_size     (needs model, tokenizer)
+        coverage_ce          alias of supervised (the seed's coverage-weighted CE)
+        answer_likelihood    answer_field="answer", separator="\\nAnswer: ", scorer, micro_batch_size
+                                                                                  (needs model, tokenizer)
+
+    Weights are not an option here: pass them to ``compute_rewards`` / the trainers
+    (``reward_weights``). Unknown types or options raise ``ValueError`` listing the valid ones.
+    """
+    entries = list(config) if isinstance(config, (list, tuple)) else [config]
+    if not entries:
+        raise ValueError("make_reward got an empty list of reward configs")
+    out = []
+    for i, entry in enumerate(entries):
+        if isinstance(entry, str):
+            entry = {"type": entry}
+        if not isinstance(entry, dict) or "type" not in entry:
+            raise ValueError(f"reward config {i} must be a type name or a dict with a 'type' key, got {entry!r}")
+        options = {k: v for k, v in entry.items() if k != "type"}
+        rtype = entry["type"]
+        if rtype not in REWARD_BUILDERS:
+            raise ValueError(f"unknown reward type {rtype!r}; valid types: {', '.join(REWARD_TYPES)}")
+        builder, needs_model = REWARD_BUILDERS[rtype]
+        accepted = [p for p in inspect.signature(builder).parameters if p not in ("model", "tokenizer", "task")]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            hint = " (weights go to compute_rewards / reward_weights)" if "weight" in unknown else ""
+            raise ValueError(f"reward type {rtype!r} got unknown option(s) {unknown}; "
+                             f"accepted: {accepted}{hint}")
+        if needs_model and (model is None or tokenizer is None):
+            raise ValueError(f"reward type {rtype!r} is scored by a model: pass model= and tokenizer= to make_reward")
+        out.append(builder(model, tokenizer, task, **options))
+    return out

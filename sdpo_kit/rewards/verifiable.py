@@ -1,0 +1,60 @@
+"""Verifiable rewards: scored by a rule, not by a model. Never crash on empty or garbage text:
+they score it 0.0.
+
+Correctness is ``tasks.is_correct`` (the rule held-out evaluation uses too), so the reward
+pays for exactly what evaluation counts.
+"""
+
+from __future__ import annotations
+
+from ..tasks import completion_text, is_correct
+from .core import RewardFunc
+
+
+def exact_match_reward(answer_field: str = "answer", tagged: bool = False) -> RewardFunc:
+    """1.0 when the completion's answer equals the dataset's answer, else 0.0.
+
+    Plain: the answer is the completion's first line. Tagged: the content of the first
+    ``<answer>...</answer>``; no tags scores 0. Both sides are compared after
+    ``tasks.normalise_answer`` (``"9."`` and ``"1,000"`` count), as in held-out evaluation.
+    """
+
+    def exact_match(prompts, completions, **columns) -> list[float]:
+        return [float(is_correct(c, a, tagged)) for c, a in zip(completions, columns[answer_field])]
+
+    exact_match.required_columns = (answer_field,)
+    exact_match.__name__ = "tagged_exact_match" if tagged else "exact_match"
+    return exact_match
+
+
+def tag_format_reward(tag: str = "answer") -> RewardFunc:
+    """1.0 when the completion holds exactly one well-formed ``<tag>...</tag>`` with text inside."""
+    open_t, close_t = f"<{tag}>", f"</{tag}>"
+
+    def tag_format(prompts, completions, **columns) -> list[float]:
+        out = []
+        for c in completions:
+            t = completion_text(c)
+            i, j = t.find(open_t), t.find(close_t)
+            ok = (t.count(open_t) == 1 and t.count(close_t) == 1 and i < j
+                  and t[i + len(open_t):j].strip() != "")
+            out.append(float(ok))
+        return out
+
+    tag_format.__name__ = f"{tag}_format"
+    return tag_format
+
+
+def format_and_match_reward(answer_field: str = "answer", format_weight: float = 0.2) -> RewardFunc:
+    """``format_weight * tag_format + (1 - format_weight) * tagged_exact_match``, in [0, 1]."""
+    fmt, match = tag_format_reward(), exact_match_reward(answer_field, tagged=True)
+
+    def format_and_match(prompts, completions, **columns) -> list[float]:
+        f = fmt(prompts, completions, **columns)
+        m = match(prompts, completions, **columns)
+        return [format_weight * a + (1 - format_weight) * b for a, b in zip(f, m)]
+
+    format_and_match.required_columns = (answer_field,)
+    return format_and_match
+
+

@@ -1,0 +1,102 @@
+"""Tests for sdpo_kit.tasks: the Task protocol, one correctness rule for reward and evaluation,
+signature-declared reward columns, and the task registry."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from sdpo_kit import generation
+from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.rewards import check_columns, checked, exact_match_reward, required_columns
+from sdpo_kit.tasks import TASKS, ArithmeticTask, Task, answers_match, is_correct, make_task, normalise_answer
+from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
+
+# (completion, answer, plain correct?, tagged correct?)
+CORRECTNESS = [
+    ("9", "9", True, False), ("9.", "9", True, False), (" 9 \n", "9", True, False),
+    ("1,000", "1000", True, False), ("1000", "1,000", True, False), ("09", "9", False, False),
+    ("19", "9", False, False), ("", "9", False, False), (".", "", False, False),
+    ("9\nbecause", "9", True, False), ("<answer>9.</answer>", "9", False, True),
+    ("<answer> 1,000 </answer>", "1000", False, True), ("<answer></answer>", "", False, False),
+    ("<answer>8</answer><answer>9</answer>", "9", False, False),
+]
+
+
+@pytest.mark.parametrize("completion,answer,plain,tagged", CORRECTNESS)
+def test_reward_and_evaluation_share_one_correctness_rule(completion, answer, plain, tagged):
+    """The exact-match reward, the task's is_correct and tasks.is_correct agree on every row,
+    plain and tagged (the reward used to forgive "9." and "1,000" while evaluation did not)."""
+    for is_tagged, expected in ((False, plain), (True, tagged)):
+        task = ArithmeticTask(tagged=is_tagged)
+        reward = exact_match_reward(tagged=is_tagged)(prompts=[None], completions=[completion], answer=[answer])
+        assert task.is_correct(completion, answer) is expected
+        assert is_correct(completion, answer, is_tagged) is expected
+        assert reward == [float(expected)]
+        assert task.reward([None], [completion], answer=[answer]) == [float(expected)]
+
+
+def test_normalise_answer():
+    """Spaces, one trailing period and thousands commas go; nothing else changes."""
+    assert normalise_answer(" 1,000. ") == "1000"
+    assert normalise_answer("09") == "09" and normalise_answer("9 is") == "9 is"
+    assert answers_match("9.", 9) and not answers_match(None, "9") and not answers_match("", "")
+
+
+def test_evaluate_counts_what_the_reward_pays_for(monkeypatch):
+    """Held-out greedy accuracy goes through is_correct: "9." and "1,000" count as right."""
+    task = ArithmeticTask(n_eval=4, seed=0)
+    rows = [{"prompt": "q", "answer": a} for a in ("9", "1000", "5", "7")]
+    monkeypatch.setattr(generation, "generate_completions",
+                        lambda model, tok, prompts, **kw: ["9.", "1,000", "6", ""][:len(prompts)])
+    assert task.evaluate(None, None, rows) == 0.5
+
+
+def test_arithmetic_task_is_a_task_and_evaluates_its_heldout_split_by_default():
+    """ArithmeticTask implements the Task protocol; evaluate() without rows uses the held-out split."""
+    task = make_task("arithmetic", n_eval=20)
+    assert isinstance(task, Task) and task.answer_column == "answer"
+    tok = build_tokenizer()
+    model = build_model(tok, seed=0)
+    heldout = task.splits()[1]
+    assert task.evaluate(model, tok) == task.evaluate(model, tok, heldout)
+    assert make_task("tagged_arithmetic").tagged and set(TASKS) >= {"arithmetic", "tagged_arithmetic"}
+    with pytest.raises(ValueError, match="unknown task 'nope'.*arithmetic"):
+        make_task("nope")
+
+
+def target_reward(prompts, completions, target, **kwargs):
+    return [float(c == t) for c, t in zip(completions, target)]
+
+
+class ClassReward:
+    __name__ = "class_reward"
+
+    def __call__(self, prompts, completions, gold, completion_ids=None, **kwargs):
+        return [0.0] * len(completions)
+
+
+def test_reward_columns_come_from_the_signature():
+    """A TRL-style reward declares its columns through its signature: parameters without a
+    default, other than what TRL passes itself (prompts, completions, completion_ids,
+    trainer_state, ...). The attribute still counts; wrappers and partials are seen through."""
+    assert required_columns(target_reward) == ("target",)
+    assert required_columns(checked(target_reward)) == ("target",)
+    assert required_columns(ClassReward()) == ("gold",)
+    assert required_columns(functools.partial(target_reward, target=["1"])) == ()
+    assert required_columns(exact_match_reward("gold")) == ("gold",)
+    assert required_columns(ArithmeticTask().reward) == ("answer",)
+    assert required_columns(lambda prompts, completions, trainer_state, log_metric, **kw: []) == ()
+    check_columns(["prompt", "target"], [target_reward])
+    with pytest.raises(ValueError, match="reward 'target_reward' needs the dataset column 'target'"):
+        check_columns(["prompt", "answer"], [target_reward])
+
+
+def test_a_signature_declared_column_is_checked_before_training():
+    """GRPOLoop refuses rows without the column a reward's signature asks for, up front."""
+    tok = build_tokenizer()
+    model = build_model(tok, seed=0)
+    rows = [{"prompt": "1+1=", "answer": "2"}]
+    with pytest.raises(ValueError, match="'target'"):
+        GRPOLoop(model, tok, [target_reward], rows, GRPOConfig(max_steps=1, prompts_per_step=1))
