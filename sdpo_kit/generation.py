@@ -3,13 +3,21 @@
 Prompts are chat message lists (rendered with the tokenizer's chat template) or plain
 strings (used as they are). Generation is left-padded and batched: one ``generate`` call
 per batch, never a loop over single prompts.
+
+Sampling is on-policy by construction: ``sampling_config`` spells out every knob, so the
+samples come from softmax(logits / temperature) and nothing else, whatever the model's own
+``generation_config`` says (Qwen2.5 ships ``repetition_penalty=1.1``, ``top_k=20``,
+``top_p=0.8``; transformers would apply them to any knob left unset). Generation stops at
+every eos the model names (Qwen has two), not only the tokenizer's.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
+from transformers import GenerationConfig
 
 
 def render_prompts(tokenizer, prompts) -> list[str]:
@@ -46,38 +54,90 @@ class Rollout:
     texts: list[str]                # decoded completions, special tokens removed
 
 
-def completion_mask_from_eos(completion_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
-    """1 for tokens up to and including the first eos, 0 after it (TRL's convention)."""
-    is_eos = completion_ids == eos_token_id                                   # (B, T)
+def completion_mask_from_eos(completion_ids: torch.Tensor, eos_token_id) -> torch.Tensor:
+    """1 for tokens up to and including the first eos, 0 after it (TRL's convention).
+
+    ``eos_token_id``: one id or a list of ids (any of them ends the completion)."""
+    eos = torch.as_tensor(eos_token_id, device=completion_ids.device).reshape(-1)  # (E,)
+    is_eos = torch.isin(completion_ids, eos)                                  # (B, T)
     T = completion_ids.size(1)
     first = torch.where(is_eos.any(1), is_eos.float().argmax(1), torch.full_like(is_eos[:, 0], T, dtype=torch.long))  # (B,)
     pos = torch.arange(T, device=completion_ids.device).expand_as(completion_ids)  # (B, T)
     return (pos <= first.unsqueeze(1)).long()                                 # (B, T)
 
 
+def eos_token_ids(model, tokenizer) -> list[int]:
+    """The tokenizer's eos and every eos the model's generation config names, in that order."""
+    ids = []
+    for value in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if value is not None:
+            ids += [int(value)] if isinstance(value, int) else [int(v) for v in value]
+    return list(dict.fromkeys(ids))
+
+
+def sampling_config(model, tokenizer, *, max_new_tokens: int, do_sample: bool = True, temperature: float = 1.0,
+                    top_k: int = 0, top_p: float = 1.0) -> GenerationConfig:
+    """A complete ``GenerationConfig``: plain sampling at ``temperature`` (or greedy), no top-k
+    (``top_k=0``) or top-p (1.0) unless asked, no repetition penalty (1.0), no min-p, and the
+    model's full eos list. Pass it to ``generate`` inside ``neutral_generation_defaults(model)``."""
+    config = GenerationConfig(
+        max_new_tokens=max_new_tokens, do_sample=do_sample, num_beams=1, repetition_penalty=1.0,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=eos_token_ids(model, tokenizer),
+        bos_token_id=getattr(tokenizer, "bos_token_id", None),
+    )
+    if do_sample:
+        config.update(temperature=temperature, top_k=top_k or 0, top_p=1.0 if top_p is None else top_p)
+    return config
+
+
+def _hf_model(model):
+    """The transformers model whose ``generate`` runs (a PEFT model's base model)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+@contextlib.contextmanager
+def neutral_generation_defaults(model):
+    """Swap the model's ``generation_config`` for a neutral one while sampling.
+
+    transformers fills every knob a ``GenerationConfig`` leaves unset (``min_p``,
+    ``no_repeat_ngram_size``, ``suppress_tokens``, ...) from ``model.generation_config``;
+    with a neutral one in its place, only transformers' own do-nothing defaults are left.
+    The model's config is given back afterwards, unchanged.
+    """
+    hf = _hf_model(model)
+    original = getattr(hf, "generation_config", None)
+    if original is None:
+        yield model
+        return
+    hf.generation_config = GenerationConfig(pad_token_id=original.pad_token_id, eos_token_id=original.eos_token_id,
+                                            bos_token_id=original.bos_token_id)
+    try:
+        yield model
+    finally:
+        hf.generation_config = original
+
+
 @torch.no_grad()
 def sample(model, tokenizer, prompts, *, max_new_tokens: int, do_sample: bool = True,
-           temperature: float = 1.0, top_k: int = 0, num_return_sequences: int = 1) -> Rollout:
+           temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+           num_return_sequences: int = 1) -> Rollout:
     """Sample completions for ``prompts``; each prompt repeated ``num_return_sequences``
-    times in a row (the layout ``group_advantages`` expects: G rows per prompt)."""
+    times in a row (the layout ``group_advantages`` expects: G rows per prompt).
+
+    On-policy: ``sampling_config`` (plain softmax at ``temperature``, the model's own
+    generation defaults ignored); ``do_sample=False`` decodes greedily."""
+    from .utils import eval_mode
+
     device = next(model.parameters()).device
     enc = encode_prompts(tokenizer, prompts, device)
     prompt_ids = enc["input_ids"].repeat_interleave(num_return_sequences, 0)       # (B, P)
     prompt_mask = enc["attention_mask"].repeat_interleave(num_return_sequences, 0)  # (B, P)
-    gen_kwargs = dict(
-        max_new_tokens=max_new_tokens,
-        do_sample=do_sample,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    if do_sample:
-        gen_kwargs.update(temperature=temperature, top_k=top_k or None, top_p=1.0)
-    was_training = model.training
-    model.eval()
-    out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, **gen_kwargs)
-    model.train(was_training)
+    config = sampling_config(model, tokenizer, max_new_tokens=max_new_tokens, do_sample=do_sample,
+                             temperature=temperature, top_k=top_k, top_p=top_p)
+    with eval_mode(model), neutral_generation_defaults(model):
+        out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
     completion_ids = out[:, prompt_ids.size(1):]                                 # (B, T)
-    completion_mask = completion_mask_from_eos(completion_ids, tokenizer.eos_token_id)
+    completion_mask = completion_mask_from_eos(completion_ids, config.eos_token_id)  # (B, T)
     completion_ids = completion_ids.masked_fill(completion_mask == 0, tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
     return Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask, texts)

@@ -1,0 +1,79 @@
+"""Sampling parity: ``generation.sample`` draws from softmax(logits / T) and nothing else.
+
+A model's own ``generation_config`` (Qwen2.5 ships repetition_penalty=1.1, top_k=20, ...)
+must not reach the sampler: the loss treats the samples as on-policy. And every eos the
+model names ends a completion (Qwen has two).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sdpo_kit.generation import completion_mask_from_eos, eos_token_ids, sample, sampling_config
+from sdpo_kit.lab import build_model, build_tokenizer
+
+PROMPTS = [[{"role": "user", "content": p}] for p in ("1+2=", "17+5=", "9+9+9=")]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+def draw(model, tok, seed=0, **kw):
+    torch.manual_seed(seed)
+    return sample(model, tok, PROMPTS, max_new_tokens=12, temperature=1.0, num_return_sequences=8, **kw)
+
+
+def test_model_generation_defaults_do_not_reach_the_sampler(tok):
+    """A tiny model whose generation config sets repetition_penalty=1.3 (and top_k=3,
+    no_repeat_ngram_size=1, min_p=0.3) samples exactly what the same weights sample with a
+    plain config, seed for seed; a bare model.generate() with its own defaults does not
+    (so this test can tell the two apart)."""
+    plain = build_model(tok, seed=0)
+    quirky = build_model(tok, seed=0)
+    quirky.generation_config.update(repetition_penalty=1.3, top_k=3, no_repeat_ngram_size=1, min_p=0.3)
+    a, b = draw(plain, tok), draw(quirky, tok)
+    assert torch.equal(a.completion_ids, b.completion_ids) and a.texts == b.texts
+    assert quirky.generation_config.repetition_penalty == 1.3  # given back unchanged
+    # the control: generate() left to the model's defaults samples something else
+    torch.manual_seed(0)
+    raw = quirky.generate(input_ids=a.prompt_ids, attention_mask=a.prompt_mask, max_new_tokens=12, do_sample=True)
+    assert not torch.equal(raw[:, a.prompt_ids.size(1):], a.completion_ids[:, :raw.size(1) - a.prompt_ids.size(1)])
+
+
+def test_sampling_config_is_complete(tok):
+    """Every knob that changes the distribution is spelled out: temperature, top_k=0,
+    top_p=1.0, repetition_penalty=1.0, the model's whole eos list; greedy sets no sampling knob."""
+    model = build_model(tok, seed=0)
+    model.generation_config.eos_token_id = [tok.eos_token_id, 7]
+    c = sampling_config(model, tok, max_new_tokens=4, temperature=0.7)
+    assert (c.do_sample, c.temperature, c.top_k, c.top_p, c.repetition_penalty) == (True, 0.7, 0, 1.0, 1.0)
+    assert c.eos_token_id == [tok.eos_token_id, 7] == eos_token_ids(model, tok)
+    greedy = sampling_config(model, tok, max_new_tokens=4, do_sample=False)
+    assert greedy.do_sample is False and greedy.temperature is None and greedy.top_k is None
+
+
+def test_every_eos_the_model_names_ends_a_completion(tok):
+    """With a second eos (the character "1", common in sums) the completions stop at the first
+    of either, the mask covers up to and including it, and nothing after it is decoded."""
+    model = build_model(tok, seed=1)
+    one = tok.convert_tokens_to_ids("1")
+    model.generation_config.eos_token_id = [tok.eos_token_id, one]
+    ro = draw(model, tok)
+    ends = 0
+    for ids, mask, text in zip(ro.completion_ids.tolist(), ro.completion_mask.tolist(), ro.texts):
+        n = sum(mask)
+        stops = [i for i, t in enumerate(ids[:n]) if t in (tok.eos_token_id, one)]
+        assert stops in ([], [n - 1]), "the mask ends at the first eos, inclusive"
+        ends += bool(stops) and ids[n - 1] == one
+        assert "1" not in text[:-1]
+    assert ends > 0, "the second eos never came up: the test proves nothing"
+
+
+def test_completion_mask_from_eos_takes_one_id_or_a_list():
+    """One id or a list: 1 up to and including the first of them, 0 after."""
+    ids = torch.tensor([[5, 3, 9, 3], [9, 9, 9, 9], [5, 5, 5, 3]])
+    assert completion_mask_from_eos(ids, 3).tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
+    assert completion_mask_from_eos(ids, [3, 5]).tolist() == [[1, 0, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
