@@ -31,7 +31,7 @@ def main():
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as out:
             t0 = time.perf_counter()
-            s = run_config(args.config, {**extra, "trainer.seed": seed, "trainer.backend": args.backend,
+            s = run_config(args.config, {**extra, "trainer.seed": seed, "backend": args.backend,
                                          "output_dir": out})
             wall = time.perf_counter() - t0
         rows.append([seed, s["before"], s["after"], s["after"] - s["before"], s["train_s"], wall])

@@ -26,12 +26,13 @@ def main():
     args = ap.parse_args()
 
     rows, med = [], {}
-    runs = {"scratch": ("scratch", True), "scratch, share_prompt off": ("scratch", False), "trl": ("trl", True)}
+    runs = {"scratch": ("scratch", True), "scratch, share_prompt off": ("scratch", False), "trl": ("trl", None)}
     for name, (backend, share) in runs.items():
         with tempfile.TemporaryDirectory() as out:
+            share_key = {} if share is None else {"trainer.share_prompt": share}  # a scratch-only key
             s = run_config(args.config, {
-                "trainer.backend": backend, "trainer.max_steps": args.steps, "trainer.share_prompt": share,
-                "trainer.eval_every": 0, "output_dir": out,
+                "backend": backend, "trainer.max_steps": args.steps, "trainer.eval_every": 0, "output_dir": out,
+                **share_key,
             })
         times = [r["time/step_s"] for r in s["history"]
                  if r.get("step", 0) > args.warmup and r.get("time/step_s") is not None]

@@ -1,20 +1,24 @@
 """The ``sdpo-kit`` command line.
 
     sdpo-kit train CONFIG.yaml [--backend scratch|trl] [--max-steps N] [--output-dir D]
-                               [--set section.key=value ...]
+                               [--resume-from D0/checkpoint-N] [--set section.key=value ...]
 
 ``train`` loads the config (``sdpo_kit.config``), the policy (``models.load_policy``), the
 task splits and the rewards (``rewards.make_reward``; model-scored rewards score with the
-policy itself, as the seed does), then runs the scratch GRPO loop or TRL's GRPOTrainer.
-Both backends write the same files:
+policy itself, as the seed does), then builds the trainer that ``(algorithm, backend)``
+registers (``sdpo_kit.trainers``) and runs it. Every trainer writes the same files:
 
     D/metrics.jsonl      one JSON row per step: step, reward/mean, reward/std, loss, ...,
                          eval/accuracy at step 0, every trainer.eval_every steps and at the end
+    D/checkpoint-N/      every trainer.save_steps steps (model or adapter, optimizer, scheduler,
+                         random states, step, sampler position); --resume-from continues there
     D/model/             the trained model (safetensors) or its LoRA adapter, and the tokenizer
     D/reward_curve.png   the live plot's last frame
     D/config.yaml        the config actually run (overrides applied)
 
-and end with ``held-out accuracy: before X -> after Y (+Z)`` and the wall time.
+and end with ``held-out accuracy: before X -> after Y (+Z)`` and the wall time. A resumed run
+starts from the same starting policy (a reference model is a copy of it), loads the
+checkpoint, and logs steps N+1.. as the run that was not interrupted would have.
 
 Left out on purpose: evaluation-only and export sub-commands (later tracks add them).
 """
@@ -23,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 import time
 from pathlib import Path
@@ -51,19 +54,6 @@ def _set_threads(n: int, model_name: str) -> int:
     return n
 
 
-def _seed_everything(seed: int) -> None:
-    import torch
-
-    random.seed(seed)
-    torch.manual_seed(seed)
-    try:
-        import numpy as np
-
-        np.random.seed(seed)
-    except ImportError:  # pragma: no cover
-        pass
-
-
 class ProgressPrinter:
     """Prints a line every ``every`` steps and on every row with an eval."""
 
@@ -82,18 +72,20 @@ class ProgressPrinter:
             print("  ".join(parts), flush=True)
 
 
-def _save_policy(model, tokenizer, path: Path) -> None:
-    """Full weights (safetensors) for a plain model; only the adapter for a PEFT model."""
-    from transformers.utils import logging as hf_logging
+def _lab_config(cfg, task) -> dict | None:
+    """The tiny lab's warm start follows the task being trained (cached per recipe)."""
+    if cfg.model.name != "tiny-lab":
+        return None
+    lab = {"task": cfg.task["name"], "digits": getattr(task, "digits", 1), "terms": getattr(task, "terms", 3),
+           **cfg.model.lab}
+    if getattr(task, "n_eval", 200) > lab.get("n_eval", 200) or getattr(task, "seed", 0) != lab.get("seed", 0):
+        print("warning: task.n_eval / task.seed differ from the warm start's; held-out problems "
+              "may have been seen in its SFT (set model.lab.n_eval / model.lab.seed to match)")
+    return lab
 
-    path.mkdir(parents=True, exist_ok=True)
-    hf_logging.disable_progress_bar()  # no "Writing model shards" bar in the run's output
-    model.save_pretrained(path, safe_serialization=True)
-    tokenizer.save_pretrained(path)
 
-
-def train(cfg, *, config_path: str = "<dict>") -> dict:
-    """Run one training job from a ``Config``.
+def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -> dict:
+    """Run one training job from a ``Config`` (from ``resume_from``, a checkpoint folder, if given).
 
     Returns a summary: ``before`` / ``after`` held-out accuracy, ``train_s``, ``eval_s``,
     ``total_s``, ``s_per_step`` (training loop without evals), ``output_dir``, ``history``
@@ -104,31 +96,28 @@ def train(cfg, *, config_path: str = "<dict>") -> dict:
     from .plotting import LivePlot
     from .rewards import make_reward
     from .tasks import make_task
+    from .trainers import get_trainer
+    from .trainers.checkpoint import save_model
+    from .utils import seed_everything
 
     t_start = time.perf_counter()
     tc = cfg.trainer
-    threads = _set_threads(tc.threads, cfg.model.name)
-    _seed_everything(tc.seed)
+    threads = _set_threads(cfg.threads, cfg.model.name)
+    seed_everything(tc.seed)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     dump_config(cfg, out / "config.yaml")
-    print(f"sdpo-kit train {config_path}: backend={tc.backend} model={cfg.model.name} "
-          f"reward={[r['type'] for r in cfg.reward]} steps={tc.max_steps} threads={threads} -> {out}",
+    resumed = f" resume_from={resume_from}" if resume_from else ""
+    print(f"sdpo-kit train {config_path}: algorithm={cfg.algorithm} backend={cfg.backend} model={cfg.model.name} "
+          f"reward={[r['type'] for r in cfg.reward]} steps={tc.max_steps} threads={threads}{resumed} -> {out}",
           flush=True)
 
-    task_kwargs = {k: v for k, v in vars(cfg.task).items() if k != "name"}
-    task = make_task(cfg.task.name, **task_kwargs)
+    task = make_task(**cfg.task)
     train_rows, heldout = task.splits()
-    lab = None
-    if cfg.model.name == "tiny-lab":  # warm-start on the task being trained (cached per recipe)
-        lab = {"task": cfg.task.name, "digits": cfg.task.digits, "terms": cfg.task.terms, **cfg.model.lab}
-        if cfg.task.n_eval > lab.get("n_eval", 200) or cfg.task.seed != lab.get("seed", 0):
-            print("warning: task.n_eval / task.seed differ from the warm start's; held-out problems "
-                  "may have been seen in its SFT (set model.lab.n_eval / model.lab.seed to match)")
     model, tokenizer = load_policy(
         cfg.model.name, lora=cfg.model.lora, load_in_4bit=cfg.model.load_in_4bit,
         max_seq_length=cfg.model.max_seq_length, trust_remote_code=cfg.model.trust_remote_code,
-        lab_config=lab, dtype=cfg.model.dtype,
+        lab_config=_lab_config(cfg, task), dtype=cfg.model.dtype,
     )
     weights = [r.get("weight", 1.0) for r in cfg.reward]
     specs = [{k: v for k, v in r.items() if k != "weight"} for r in cfg.reward]
@@ -147,45 +136,41 @@ def train(cfg, *, config_path: str = "<dict>") -> dict:
         eval_s[0] += time.perf_counter() - t0
         return acc
 
-    plot = LivePlot(png_path=out / "reward_curve.png", every=max(1, min(tc.eval_every or 10, 25)))
+    def plot_for(png):
+        return LivePlot(png_path=png, every=max(1, min(tc.eval_every or 10, 25)))
+
+    plot = plot_for(out / "reward_curve.png")
     printer = ProgressPrinter(tc.max_steps, every=max(1, tc.max_steps // 20))
-    if tc.backend == "scratch":
-        from .trainers.grpo import GRPOConfig, GRPOLoop
-
-        loop = GRPOLoop(model, tokenizer, reward_funcs, train_rows,
-                        GRPOConfig(**tc.grpo_kwargs(), share_prompt=tc.share_prompt, output_dir=str(out)), eval_fn=eval_fn,
-                        callbacks=[plot, printer], reward_weights=reward_weights)
-        t_train = time.perf_counter()  # from here on: the training loop only
-        history = loop.train()
-    else:
-        from .trainers.trl_grpo import build_trl_grpo_trainer
-
-        trainer = build_trl_grpo_trainer(
-            model, tokenizer, reward_funcs, train_rows, preset=tc.preset, eval_fn=eval_fn,
-            output_dir=out, callbacks=[plot, printer], verbose=False, reward_weights=reward_weights,
-            **{**tc.grpo_kwargs(), **tc.trl_args},
-        )
-        t_train = time.perf_counter()
-        trainer.train()
-        history = trainer.metrics_callback.history
+    ran: list[dict] = []  # the training rows this run logs (a resumed run's earlier rows are not sent again)
+    entry = get_trainer(cfg.algorithm, cfg.backend)
+    trainer = entry.build_trainer(model, tokenizer, reward_funcs, train_rows, tc, eval_fn=eval_fn,
+                                  callbacks=[plot, printer, lambda r: ran.append(r) if "loss" in r else None],
+                                  reward_weights=reward_weights)
+    t_train = time.perf_counter()  # from here on: the training loop only
+    history = entry.run_trainer(trainer, resume_from)
     train_s = time.perf_counter() - t_train
+    if resume_from:  # the live plot saw this run's steps only; the saved curve shows the whole run
+        plot.close()
+        plot = plot_for(out / "reward_curve.png")
+        for row in history:
+            plot.update(row)
     plot.save(out / "reward_curve.png")
     plot.close()
-    _save_policy(model, tokenizer, out / "model")
+    save_model(model, out / "model", tokenizer)
 
     accs = [r["eval/accuracy"] for r in history if r.get("eval/accuracy") is not None]
-    steps = max((r["step"] for r in history), default=0)
+    steps_run = len(ran)
     summary = {
         "before": accs[0] if accs else None, "after": accs[-1] if accs else None,
         "train_s": train_s, "eval_s": eval_s[0], "total_s": time.perf_counter() - t_start,
-        # wall time of the training loop without the evaluations, per optimizer step
-        "s_per_step": (train_s - eval_s[0]) / steps if steps else None,
+        # wall time of the training loop without the evaluations, per step run here
+        "s_per_step": (train_s - eval_s[0]) / steps_run if steps_run > 0 else None,
         "output_dir": str(out), "history": history, "model": model, "tokenizer": tokenizer,
     }
     if accs:
         print(f"held-out accuracy: before {accs[0]:.3f} -> after {accs[-1]:.3f} "
               f"({accs[-1] - accs[0]:+.3f})", flush=True)
-    per_step = f", {summary['s_per_step']:.3f} s/step without eval" if steps else ""
+    per_step = f", {summary['s_per_step']:.3f} s/step without eval" if steps_run > 0 else ""
     print(f"time: {summary['total_s']:.1f} s total, {train_s:.1f} s training{per_step}; "
           f"wrote {out}/metrics.jsonl, {out}/model, {out}/reward_curve.png", flush=True)
     return summary
@@ -196,9 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     tr = sub.add_parser("train", help="train a policy from a YAML config")
     tr.add_argument("config", help="path to a YAML config (see configs/)")
-    tr.add_argument("--backend", choices=["scratch", "trl"], help="override trainer.backend")
+    tr.add_argument("--backend", help="override backend (scratch | trl)")
     tr.add_argument("--max-steps", type=int, help="override trainer.max_steps")
     tr.add_argument("--output-dir", help="override output_dir")
+    tr.add_argument("--resume-from", metavar="DIR/checkpoint-N",
+                    help="continue a run from one of its checkpoints (trainer.save_steps writes them)")
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                     help="override any config key, e.g. --set trainer.eval_every=10 (repeatable)")
     return parser
@@ -210,14 +197,16 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     overrides = _parse_set(args.set)
     if args.backend:
-        overrides["trainer.backend"] = args.backend
+        overrides["backend"] = args.backend
     if args.max_steps is not None:
         overrides["trainer.max_steps"] = args.max_steps
     if args.output_dir:
         overrides["output_dir"] = args.output_dir
     try:
         cfg = load_config(args.config, overrides)
-        train(cfg, config_path=args.config)
+        if args.resume_from and not Path(args.resume_from).is_dir():
+            raise ConfigError(f"--resume-from {args.resume_from}: no such checkpoint folder")
+        train(cfg, config_path=args.config, resume_from=args.resume_from)
     except ConfigError as e:
         print(f"sdpo-kit: config error: {e}", file=sys.stderr)
         return 2

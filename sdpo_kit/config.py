@@ -1,15 +1,21 @@
-"""Run configs: a YAML file -> ``Config`` (plain dataclasses), checked key by key.
+"""Run configs: a YAML file -> ``Config``, checked key by key.
 
-    model:    name, lora, load_in_4bit, max_seq_length, trust_remote_code, dtype, lab
-    task:     name, digits, terms, n_eval, n_train, seed
-    reward:   one dict or a list of dicts, each with ``type`` (options go to ``rewards.make_reward``)
-    trainer:  backend (scratch | trl), preset, max_steps, prompts_per_step, num_generations, ...
-    output_dir
+    algorithm:  grpo (the registry in ``sdpo_kit.trainers`` lists what else is there)
+    backend:    scratch | trl
+    model:      name, lora, load_in_4bit, max_seq_length, trust_remote_code, dtype, lab
+    task:       name (a key of ``tasks.TASKS``) and that task's options (digits, terms, n_eval, ...)
+    reward:     one dict or a list of dicts, each with ``type`` (options go to ``rewards.make_reward``)
+    trainer:    the fields of the registered trainer's own config dataclass, e.g.
+                ``trainers.grpo.GRPOConfig`` (scratch) or ``trainers.trl_grpo.TRLGRPOConfig`` (trl)
+    output_dir: where metrics.jsonl, checkpoints, the model and the plot go
+    threads:    torch CPU threads (0: 1 for the tiny lab, else up to 4)
 
-An unknown key anywhere in model / task / trainer or at the top level is an error that
-names it (a typo must not silently fall back to a default). Numbers written as ``3e-4``
-(a string to YAML 1.1) are converted to the field's type. ``overrides`` use dotted keys:
-``{"trainer.max_steps": 3}``.
+The ``trainer:`` section is validated against the dataclass that ``(algorithm, backend)``
+registers, so each trainer owns its knobs: ``share_prompt`` exists for the scratch loop only,
+``preset`` and ``trl_args`` for the TRL backend only. An unknown key anywhere is an error that
+names it and lists the known ones (a typo must not silently fall back to a default). Numbers
+written as ``3e-4`` (a string to YAML 1.1) are converted to the field's type. ``overrides`` use
+dotted keys: ``{"trainer.max_steps": 3, "backend": "trl"}``.
 
 Left out on purpose: config inheritance / includes; each YAML file is complete.
 """
@@ -17,14 +23,12 @@ Left out on purpose: config inheritance / includes; each YAML file is complete.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-
-BACKENDS = ("scratch", "trl")
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 
 
 class ConfigError(ValueError):
@@ -43,58 +47,22 @@ class ModelConfig:
 
 
 @dataclass
-class TaskConfig:
-    name: str = "arithmetic"                # arithmetic | tagged_arithmetic
-    digits: int = 1
-    terms: int = 3
-    n_eval: int = 200                       # held-out problems (greedy accuracy is measured on them)
-    n_train: int | None = None              # None: every other problem
-    seed: int = 0
-
-
-@dataclass
-class TrainerConfig:
-    backend: str = "scratch"                # scratch (trainers/grpo.py) | trl (trl.GRPOTrainer)
-    preset: str = "auto"                    # trl only: cpu | t4 | auto
-    max_steps: int = 100
-    prompts_per_step: int = 16
-    num_generations: int = 8
-    num_iterations: int = 1
-    learning_rate: float = 1e-3
-    lr_scheduler_type: str = "constant"     # constant | linear (decay to 0 by the last step)
-    max_grad_norm: float = 1.0
-    temperature: float = 1.0
-    max_completion_length: int = 8
-    beta: float = 0.0
-    loss_type: str = "dapo"
-    epsilon: float = 0.2
-    epsilon_high: float | None = None
-    scale_rewards: str = "group"
-    eval_every: int = 25
-    seed: int = 0
-    share_prompt: bool = True               # scratch only: each prompt runs once for its G completions
-    threads: int = 0                        # torch CPU threads; 0: 1 for the tiny lab, else up to 4
-    trl_args: dict = field(default_factory=dict)  # extra trl.GRPOConfig fields (trl backend)
-
-    def grpo_kwargs(self) -> dict:
-        """The knobs both backends share (sdpo_kit names)."""
-        skip = {"backend", "preset", "threads", "trl_args", "share_prompt"}
-        return {k: v for k, v in asdict(self).items() if k not in skip}
-
-
-@dataclass
 class Config:
+    algorithm: str = "grpo"
+    backend: str = "scratch"
     model: ModelConfig = field(default_factory=ModelConfig)
-    task: TaskConfig = field(default_factory=TaskConfig)
+    task: dict = field(default_factory=lambda: {"name": "arithmetic"})
     reward: list[dict] = field(default_factory=lambda: [{"type": "exact_match"}])
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    trainer: Any = None                     # an instance of the registered trainer's config class
     output_dir: str = "runs/default"
+    threads: int = 0
 
     def to_dict(self) -> dict:
-        return asdict(self)
-
-
-SECTIONS = {"model": ModelConfig, "task": TaskConfig, "trainer": TrainerConfig}
+        """A plain dict that ``config_from_dict`` reads back (the trainer's output_dir is the top-level one)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["model"] = asdict(self.model)
+        out["trainer"] = {k: v for k, v in asdict(self.trainer).items() if k != "output_dir"} if self.trainer else {}
+        return out
 
 
 def _coerce(value, hint, where: str):
@@ -116,17 +84,43 @@ def _coerce(value, hint, where: str):
     return value
 
 
-def _section(cls, data, name: str):
+def _mapping(data, name: str) -> dict:
     if data is None:
-        data = {}
+        return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config section {name!r} must be a mapping, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
+    return dict(data)
+
+
+def _section(cls, data: dict, name: str, **fixed):
+    """``cls(**data, **fixed)`` with unknown keys named and values coerced to the field types;
+    a ValueError from the dataclass's own checks becomes a ConfigError naming the section."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - (set(fields) - set(fixed)))
     if unknown:
-        raise ConfigError(f"unknown key(s) in section {name!r}: {unknown}; known keys: {sorted(fields)}")
-    # field types are strings (postponed annotations): "float", "int | None", ...
-    return cls(**{k: _coerce(v, fields[k].type, f"{name}.{k}") for k, v in data.items()})
+        known = sorted(set(fields) - set(fixed))
+        raise ConfigError(f"unknown key(s) in section {name!r}: {unknown}; known keys: {known}")
+    kwargs = {k: _coerce(v, fields[k].type, f"{name}.{k}") for k, v in data.items()}
+    try:
+        return cls(**kwargs, **fixed)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"section {name!r}: {e}") from None
+
+
+def _task(data) -> dict:
+    """``{"name": ..., **options}`` with the options checked against the task's signature."""
+    from .tasks import TASKS
+
+    data = _mapping(data, "task")
+    name = data.pop("name", "arithmetic")
+    if name not in TASKS:
+        raise ConfigError(f"task.name must be one of {sorted(TASKS)}, got {name!r}")
+    params = inspect.signature(TASKS[name]).parameters
+    unknown = sorted(set(data) - set(params))
+    if unknown:
+        raise ConfigError(f"unknown key(s) in section 'task' for task {name!r}: {unknown}; "
+                          f"known keys: {sorted(['name', *params])}")
+    return {"name": name, **data}
 
 
 def _rewards(data) -> list[dict]:
@@ -144,17 +138,19 @@ def _rewards(data) -> list[dict]:
     return [dict(r) for r in data]
 
 
-def _validate(cfg: Config) -> Config:
-    t = cfg.trainer
-    if t.backend not in BACKENDS:
-        raise ConfigError(f"trainer.backend must be one of {BACKENDS}, got {t.backend!r}")
-    if t.loss_type not in LOSS_TYPES:
-        raise ConfigError(f"trainer.loss_type must be one of {LOSS_TYPES}, got {t.loss_type!r}")
-    if t.num_generations < 2:
-        raise ConfigError("trainer.num_generations must be >= 2: a group of one has no baseline")
-    if t.max_steps < 1 or t.prompts_per_step < 1:
-        raise ConfigError("trainer.max_steps and trainer.prompts_per_step must be >= 1")
-    return cfg
+def _trainer(algorithm: str, backend: str, data, output_dir: str):
+    from .trainers import get_trainer
+
+    try:
+        entry = get_trainer(algorithm, backend)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    data = _mapping(data, "trainer")
+    if "output_dir" in data:
+        raise ConfigError("trainer.output_dir: set the top-level output_dir instead")
+    if "backend" in data:
+        raise ConfigError("trainer.backend: backend is a top-level key now (backend: scratch | trl)")
+    return _section(entry.config_class, data, f"trainer ({algorithm}/{backend})", output_dir=output_dir)
 
 
 def _set_dotted(d: dict, key: str, value) -> None:
@@ -175,14 +171,19 @@ def config_from_dict(data: dict | None, overrides: dict | None = None) -> Config
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {unknown}; known keys: {sorted(known)}")
-    cfg = Config(
-        model=_section(ModelConfig, data.get("model"), "model"),
-        task=_section(TaskConfig, data.get("task"), "task"),
+    output_dir = str(data.get("output_dir", Config.output_dir))
+    algorithm, backend = str(data.get("algorithm", "grpo")), str(data.get("backend", "scratch"))
+    threads = _coerce(data.get("threads", 0), "int", "threads")
+    if not isinstance(threads, int) or threads < 0:
+        raise ConfigError(f"threads must be an integer >= 0, got {threads!r}")
+    return Config(
+        algorithm=algorithm, backend=backend,
+        model=_section(ModelConfig, _mapping(data.get("model"), "model"), "model"),
+        task=_task(data.get("task")),
         reward=_rewards(data.get("reward")),
-        trainer=_section(TrainerConfig, data.get("trainer"), "trainer"),
-        output_dir=str(data.get("output_dir", Config.output_dir)),
+        trainer=_trainer(algorithm, backend, data.get("trainer"), output_dir),
+        output_dir=output_dir, threads=threads,
     )
-    return _validate(cfg)
 
 
 def load_config(path, overrides: dict | None = None) -> Config:

@@ -43,6 +43,11 @@ def encode_prompts(tokenizer, prompts, device=None) -> dict[str, torch.Tensor]:
     return {k: v.to(device) if device is not None else v for k, v in enc.items()}
 
 
+class SharePromptUnsupported(ValueError):
+    """The shared-prompt forward cannot serve this model: gradient checkpointing drops the KV
+    cache, its forward returns none, or its log-probs disagree with the plain forward's."""
+
+
 @dataclass
 class Rollout:
     """A batch of sampled sequences; completions are right-padded after the eos."""
@@ -183,12 +188,14 @@ def shared_prompt_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.T
     Same values and the same gradients (autograd sums the G copies back into the one
     prompt pass); about (P + T) / (P/G + T) times fewer tokens through the model. Needs the
     model's cache in the training forward, so it refuses a model with gradient checkpointing
-    (which drops the cache); use ``completion_logprobs`` there. Shape: (B, T).
+    (which drops the cache) with ``SharePromptUnsupported``; use ``completion_logprobs``
+    there. Rows that are not groups of G identical prompts raise a plain ``ValueError``.
+    Shape: (B, T).
     """
     from .losses import token_logprobs
 
     if getattr(model, "is_gradient_checkpointing", False):
-        raise ValueError("shared_prompt_logprobs needs the KV cache, which gradient checkpointing "
+        raise SharePromptUnsupported("shared_prompt_logprobs needs the KV cache, which gradient checkpointing "
                          "drops; call completion_logprobs instead")
     B, P = prompt_ids.shape
     G, T = group_size, completion_ids.size(1)
@@ -207,7 +214,7 @@ def shared_prompt_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.T
         return token_logprobs(first, completion_ids, temperature)              # (B, 1)
     cache = out.past_key_values
     if cache is None or cache.get_seq_length() != P:  # e.g. a patched forward that skips the cache
-        raise ValueError("the model's forward returned no KV cache for the prompt; "
+        raise SharePromptUnsupported("the model's forward returned no KV cache for the prompt; "
                          "call completion_logprobs instead")
     cache.batch_repeat_interleave(G)                                           # (B, heads, P, d) per layer
     mask = torch.cat([prompt_mask, completion_mask], 1)                        # (B, P+T)

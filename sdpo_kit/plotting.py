@@ -7,8 +7,8 @@
   ``png_path`` (when set) and never opens a window. It draws with the matplotlib Figure API
   (``Figure`` + ``FigureCanvasAgg``), not pyplot, so it works under ``MPLBACKEND=Agg`` and
   leaves no figure open in pyplot. Every metric, plotted or not, is kept in ``plot.history``.
-* ``metrics_from_trl_logs(logs, step)``: TRL 1.16 ``GRPOTrainer`` log names -> sdpo_kit's
-  (``reward`` -> ``reward/mean``, ``clip_ratio/region_mean`` -> ``stats/clip_frac``, ...).
+* ``metrics_from_trl_logs(logs, step)`` (from ``sdpo_kit.metrics``, re-exported): TRL 1.16
+  ``GRPOTrainer`` log names -> sdpo_kit's (``reward`` -> ``reward/mean``, ...).
 * ``LivePlotCallback(plot)``: a ``transformers.TrainerCallback`` that feeds a ``LivePlot``
   from any TRL / transformers trainer's logs and writes the PNG at the end of training.
 
@@ -27,7 +27,6 @@ import io
 import math
 import numbers
 import os
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,8 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from transformers.trainer_callback import TrainerCallback
+
+from .metrics import SUMMARY_KEY, TRL_TO_SDPO, is_train_summary, metrics_from_trl_logs  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -289,78 +290,6 @@ class LivePlot:
         self.close()
 
 
-# ---------------------------------------------------------------------------------------
-# TRL: log names -> sdpo_kit names, and a TrainerCallback
-# ---------------------------------------------------------------------------------------
-
-# names as TRL 1.16 GRPOTrainer writes them (self._metrics[mode][...]) plus transformers'
-# Trainer (loss, grad_norm, learning_rate); see trl/trainer/grpo_trainer.py
-TRL_TO_SDPO: dict[str, str] = {
-    "reward": "reward/mean",
-    "reward_std": "reward/std",
-    "loss": "loss",
-    "policy_loss": "loss/policy",
-    "kl": "loss/kl",
-    "clip_ratio/region_mean": "stats/clip_frac",
-    "clip_ratio/low_mean": "stats/clip_frac_low",
-    "clip_ratio/high_mean": "stats/clip_frac_high",
-    "clip_ratio/low_min": "stats/clip_frac_low_min",
-    "clip_ratio/high_max": "stats/clip_frac_high_max",
-    "cispo_clip_ratio": "stats/clip_frac",  # loss_type="cispo" logs this instead of region_mean
-    "frac_reward_zero_std": "stats/frac_zero_std",
-    "entropy": "stats/entropy",
-    "grad_norm": "stats/grad_norm",
-    "learning_rate": "stats/learning_rate",
-    "step_time": "time/step_s",
-}
-_REWARD_FN = re.compile(r"^rewards/(?P<name>.+)/(?P<stat>mean|std)$")
-
-# the end-of-training summary (Trainer._finalize_training) and speed / memory metrics
-_SUMMARY_KEY = re.compile(
-    r"^(train|eval|test)_(runtime|samples_per_second|steps_per_second|tokens_per_second)$"
-    r"|^total_flos$|^train_loss$|_mem_(cpu|gpu)_(alloc|peaked)_delta$"
-)
-_BOOKKEEPING = {"epoch", "num_input_tokens_seen", "step"}
-
-
-def _trl_name(key: str) -> str:
-    if key in TRL_TO_SDPO:
-        return TRL_TO_SDPO[key]
-    m = _REWARD_FN.match(key)
-    if m:  # rewards/<fn>/mean -> reward/<fn>, rewards/<fn>/std -> reward/<fn>/std
-        return f"reward/{m['name']}" + ("/std" if m["stat"] == "std" else "")
-    if key.startswith("completions/"):  # completions/mean_length -> completion/mean_length, ...
-        return "completion/" + key[len("completions/"):]
-    return key
-
-
-def metrics_from_trl_logs(logs: Mapping, step: int) -> dict:
-    """Map a TRL ``GRPOTrainer`` log dict to sdpo_kit's metric names, plus ``"step": step``.
-
-    ``reward -> reward/mean``, ``reward_std -> reward/std``, ``rewards/<fn>/mean -> reward/<fn>``,
-    ``rewards/<fn>/std -> reward/<fn>/std``, ``loss -> loss``, ``policy_loss -> loss/policy``,
-    ``kl -> loss/kl``, ``clip_ratio/{region,low,high}_mean -> stats/clip_frac{,_low,_high}``,
-    ``completions/* -> completion/*``, ``frac_reward_zero_std -> stats/frac_zero_std``,
-    ``entropy -> stats/entropy``, ``step_time -> time/step_s``; TRL's eval-mode keys
-    (``eval_<key>``) become ``eval/<mapped key>``; ``eval/accuracy`` and unknown keys pass
-    through under their own name. Values are not changed (TRL writes None for an all-NaN metric).
-    """
-    out = {}
-    for key, value in logs.items():
-        if key.startswith("eval_"):
-            out["eval/" + _trl_name(key[len("eval_"):])] = value
-        else:
-            out[_trl_name(key)] = value
-    out["step"] = step
-    return out
-
-
-def is_train_summary(logs: Mapping) -> bool:
-    """True for a log with nothing to plot: only the end-of-training summary (``train_runtime``,
-    ``train_loss``, ``total_flos``, ...), speed / memory metrics and ``epoch``."""
-    return all(_SUMMARY_KEY.search(k) or k in _BOOKKEEPING for k in logs)
-
-
 class LivePlotCallback(TrainerCallback):
     """Feeds a ``LivePlot`` from a transformers / TRL trainer: ``trainer.add_callback(cb)``.
 
@@ -381,7 +310,7 @@ class LivePlotCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or not getattr(state, "is_world_process_zero", True) or is_train_summary(logs):
             return
-        kept = {k: v for k, v in logs.items() if not _SUMMARY_KEY.search(k)}
+        kept = {k: v for k, v in logs.items() if not SUMMARY_KEY.search(k)}
         self.plot.update(metrics_from_trl_logs(kept, state.global_step))
 
     def on_train_end(self, args, state, control, **kwargs):

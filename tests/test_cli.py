@@ -24,12 +24,13 @@ def test_shipped_configs_load(name):
     assert cfg.reward[0]["type"] == want
     if name == "supervised":
         assert cfg.reward[0]["answer_field"] == "answer"
-    # every trainer section maps onto the scratch loop's config without error
+    # the trainer section is the registered trainer's own config, on either backend
     from sdpo_kit.trainers.grpo import GRPOConfig
+    from sdpo_kit.trainers.trl_grpo import TRLGRPOConfig
 
-    GRPOConfig(**cfg.trainer.grpo_kwargs())
-    if name == "demo":
-        assert cfg.trainer.backend == "scratch"
+    assert (cfg.algorithm, cfg.backend) == ("grpo", "scratch") and type(cfg.trainer) is GRPOConfig
+    assert type(load_config(CONFIGS / f"{name}.yaml", {"backend": "trl"}).trainer) is TRLGRPOConfig
+    assert cfg.trainer.output_dir == cfg.output_dir
 
 
 @pytest.mark.parametrize(
@@ -48,19 +49,51 @@ def test_unknown_key_is_an_error_naming_it(data, named):
 
 
 def test_bad_values_and_yaml_numbers(tmp_path):
-    """``3e-4`` (a string to YAML 1.1) becomes a float; an unknown backend, a group of one and
-    a reward without a type are errors; dotted overrides reach nested keys."""
+    """``3e-4`` (a string to YAML 1.1) becomes a float; an unknown backend or algorithm, a group
+    of one, a bad loss type and a reward without a type are errors; dotted overrides reach
+    nested keys."""
     p = tmp_path / "c.yaml"
-    p.write_text("trainer:\n  learning_rate: 3e-4\n  backend: scratch\nreward: exact_match\n")
+    p.write_text("backend: scratch\ntrainer:\n  learning_rate: 3e-4\nreward: exact_match\n")
     cfg = load_config(p, {"trainer.max_steps": 7, "task.n_eval": 10})
     assert cfg.trainer.learning_rate == pytest.approx(3e-4) and isinstance(cfg.trainer.learning_rate, float)
-    assert cfg.trainer.max_steps == 7 and cfg.task.n_eval == 10 and cfg.reward == [{"type": "exact_match"}]
-    for bad, msg in [({"trainer": {"backend": "jax"}}, "backend"),
+    assert cfg.trainer.max_steps == 7 and cfg.task["n_eval"] == 10 and cfg.reward == [{"type": "exact_match"}]
+    for bad, msg in [({"backend": "jax"}, "no trainer for algorithm='grpo', backend='jax'.*grpo/scratch"),
+                     ({"algorithm": "ppo"}, "no trainer for algorithm='ppo'"),
+                     ({"trainer": {"backend": "trl"}}, "top-level"),
+                     ({"trainer": {"output_dir": "x"}}, "top-level output_dir"),
                      ({"trainer": {"num_generations": 1}}, "num_generations"),
+                     ({"trainer": {"loss_type": "ppo"}}, "loss_type must be one of"),
+                     ({"trainer": {"share_prompt": "sometimes"}}, "share_prompt"),
+                     ({"task": {"name": "chess"}}, "task.name"),
                      ({"reward": {"answer_field": "answer"}}, "type"),
+                     ({"threads": -1}, "threads"),
                      ({"trainer": {"learning_rate": "fast"}}, "learning_rate")]:
         with pytest.raises(ConfigError, match=msg):
             config_from_dict(bad)
+
+
+def test_each_trainer_owns_its_keys():
+    """The trainer section is checked against the registered trainer's dataclass: share_prompt
+    is the scratch loop's, preset and trl_args the TRL backend's; each is unknown to the other."""
+    assert config_from_dict({"trainer": {"share_prompt": False}}).trainer.share_prompt is False
+    trl = config_from_dict({"backend": "trl", "trainer": {"preset": "cpu", "trl_args": {"top_k": 0}}}).trainer
+    assert trl.preset == "cpu" and trl.trl_args == {"top_k": 0}
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) in section 'trainer \(grpo/scratch\)': \['preset'\]"):
+        config_from_dict({"trainer": {"preset": "cpu"}})
+    with pytest.raises(ConfigError, match=r"\['share_prompt'\]"):
+        config_from_dict({"backend": "trl", "trainer": {"share_prompt": True}})
+    with pytest.raises(ConfigError, match="preset"):
+        config_from_dict({"backend": "trl", "trainer": {"preset": "tpu"}})
+
+
+def test_dumped_config_reads_back_the_same(tmp_path):
+    """config.yaml, written next to every run, loads back to the config that ran."""
+    from sdpo_kit.config import dump_config
+
+    for backend in ("scratch", "trl"):
+        cfg = load_config(CONFIGS / "demo.yaml", {"backend": backend, "trainer.save_steps": 5})
+        dump_config(cfg, tmp_path / "c.yaml")
+        assert load_config(tmp_path / "c.yaml") == cfg
 
 
 def test_cli_reports_config_errors(capsys, tmp_path):
@@ -90,7 +123,7 @@ def test_train_demo_writes_metrics_model_and_plot(backend, tmp_path, capsys):
     assert (out / "model" / "tokenizer_config.json").exists()
     png = out / "reward_curve.png"
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert load_config(out / "config.yaml").trainer.backend == backend
+    assert load_config(out / "config.yaml").backend == backend
     printed = capsys.readouterr().out
     assert "held-out accuracy: before" in printed and "->" in printed and "s/step" in printed
 

@@ -13,7 +13,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sdpo_kit.generation import completion_logprobs, encode_prompts, sample, shared_prompt_logprobs
+from sdpo_kit.generation import (
+    SharePromptUnsupported,
+    completion_logprobs,
+    encode_prompts,
+    sample,
+    shared_prompt_logprobs,
+)
 from sdpo_kit.lab import build_model, build_tokenizer
 from sdpo_kit.trainers import grpo as grpo_module
 from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
@@ -103,10 +109,13 @@ def loop_params_after_two_steps(tok, share_prompt):
 
 
 def test_grpo_loop_trains_the_same_with_and_without_prompt_sharing(tok):
-    """Same seed, same samples: two steps (mu=2, KL to a reference) end at the same weights."""
+    """Same seed, same samples: two steps (mu=2, KL to a reference) end at the same weights;
+    every row says whether the step shared the prompt (stats/share_prompt)."""
     loop_on, on = loop_params_after_two_steps(tok, True)
     loop_off, off = loop_params_after_two_steps(tok, False)
     assert loop_on._share and not loop_off._share
+    assert [r["stats/share_prompt"] for r in loop_on.history] == [1.0, 1.0]
+    assert [r["stats/share_prompt"] for r in loop_off.history] == [0.0, 0.0]
     start = [p.detach() for p in build_model(tok, seed=0).parameters()]
     assert any((a - s).abs().max() > 1e-4 for a, s in zip(on, start))  # training moved the weights
     # Adam divides by sqrt(v): float-rounding differences of near-zero gradients show up at
@@ -116,13 +125,26 @@ def test_grpo_loop_trains_the_same_with_and_without_prompt_sharing(tok):
 
 
 def test_grpo_loop_falls_back_when_the_shared_forward_disagrees(tok, monkeypatch):
-    """A model whose cached forward is wrong (simulated) is caught on the first batch."""
+    """A model whose cached forward is wrong (simulated) is caught on the first batch:
+    share_prompt="auto" warns and falls back (rows log stats/share_prompt 0), True fails loudly."""
     def wrong(model, *args, **kw):
         return completion_logprobs(model, *args[:4]) + 1.0
     monkeypatch.setattr(grpo_module, "shared_prompt_logprobs", wrong)
     with pytest.warns(UserWarning, match="falling back to the plain forward"):
-        loop, _ = loop_params_after_two_steps(tok, True)
-    assert not loop._share
+        loop, _ = loop_params_after_two_steps(tok, "auto")
+    assert not loop._share and [r["stats/share_prompt"] for r in loop.history] == [0.0, 0.0]
+    with pytest.raises(SharePromptUnsupported, match="disagrees"):
+        loop_params_after_two_steps(tok, True)
+
+
+def test_only_the_disagreement_falls_back_not_any_value_error(tok, monkeypatch):
+    """A ValueError that is not SharePromptUnsupported (a bug: rows that are not groups, say)
+    propagates under "auto" instead of being hidden by the fallback."""
+    def broken(model, *args, **kw):
+        raise ValueError("rows are not groups of 3 identical prompts in a row")
+    monkeypatch.setattr(grpo_module, "shared_prompt_logprobs", broken)
+    with pytest.raises(ValueError, match="not groups"):
+        loop_params_after_two_steps(tok, "auto")
 
 
 def test_sample_groups_rows_by_prompt(model, tok):
@@ -168,7 +190,7 @@ def test_a_forward_that_drops_the_cache_is_refused_not_silently_wrong(model, tok
             out.past_key_values = None
             return out
 
-    with pytest.raises(ValueError, match="no KV cache"):
+    with pytest.raises(SharePromptUnsupported, match="no KV cache"):
         shared_prompt_logprobs(NoCache(model), *grouped_batch(tok), group_size=G)
 
 
@@ -180,11 +202,11 @@ def test_grpo_loop_falls_back_when_the_training_forward_drops_the_cache(tok, mon
     def flaky(model, *args, **kw):
         calls["n"] += 1
         if calls["n"] > 1:  # the eval-mode check passes, the training forward refuses
-            raise ValueError("the model's forward returned no KV cache for the prompt")
+            raise SharePromptUnsupported("the model's forward returned no KV cache for the prompt")
         return shared_prompt_logprobs(model, *args, **kw)
     monkeypatch.setattr(grpo_module, "shared_prompt_logprobs", flaky)
     with pytest.warns(UserWarning, match="no KV cache.*falling back"):
-        loop, on = loop_params_after_two_steps(tok, True)
+        loop, on = loop_params_after_two_steps(tok, "auto")
     _, off = loop_params_after_two_steps(tok, False)
     assert not loop._share
     for a, b in zip(on, off):

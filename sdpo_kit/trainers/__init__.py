@@ -1,0 +1,20 @@
+"""Trainers: one readable file per algorithm and backend, and the registry that picks one.
+
+    base.py        the scratch scaffold: RunConfig, row sampler, optimizer / schedule,
+                   evaluation schedule, metrics sink, checkpoints and resume
+    checkpoint.py  what a checkpoint holds and how it is written and read
+    grpo.py        GRPO from scratch (GRPOSettings, GRPOConfig, GRPOLoop)
+    trl_base.py    what every TRL-backed trainer shares (presets, metrics callback, resume)
+    trl_grpo.py    GRPO on trl.GRPOTrainer (TRLGRPOConfig, build_trl_grpo_trainer)
+    registry.py    (algorithm, backend) -> config class, build, run
+
+The registrations below are the whole list; a new algorithm adds its lines here.
+"""
+
+from .registry import TRAINERS, algorithms, backends, get_trainer, register
+
+register("grpo", "scratch", config="sdpo_kit.trainers.grpo:GRPOConfig", build="sdpo_kit.trainers.grpo:GRPOLoop")
+register("grpo", "trl", config="sdpo_kit.trainers.trl_grpo:TRLGRPOConfig",
+         build="sdpo_kit.trainers.trl_grpo:build_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
+
+__all__ = ["TRAINERS", "algorithms", "backends", "get_trainer", "register"]

@@ -1,4 +1,4 @@
-"""GRPO from scratch: one readable loop (DeepSeekMath, arXiv:2402.03300).
+"""GRPO from scratch: one readable step (DeepSeekMath, arXiv:2402.03300).
 
     for step in 1..max_steps:
         q   <- prompts_per_step prompts from the train rows
@@ -8,47 +8,44 @@
 
 A step is one sampled batch and its ``num_iterations`` optimizer passes (the TRL builder
 multiplies ``max_steps`` by mu, since TRL counts passes), so one config means the same data
-and the same number of updates on both backends.
+and the same number of updates on both backends. The loop around ``step()`` (row sampling,
+optimizer and schedule, evaluation, metrics.jsonl, checkpoints and resume) is the shared
+scaffold, ``trainers.base.ScratchTrainer``.
 
-Metric keys it logs (one dict per step, the same keys as ``trl_grpo`` writes):
+Metric keys it logs (one row per step, the keys ``trl_grpo`` writes too; see ``sdpo_kit.metrics``):
     step, reward/mean, reward/std, reward/<func name>, loss, loss/policy, loss/kl,
     stats/clip_frac, stats/clip_frac_low, stats/clip_frac_high, stats/ratio_mean,
-    completion/mean_length, stats/frac_zero_std, time/step_s, and eval/accuracy at step 0,
-    every ``eval_every`` steps and at the end.
+    stats/frac_zero_std, stats/learning_rate, stats/share_prompt, completion/mean_length,
+    time/step_s, and eval/accuracy at step 0, every ``eval_every`` steps and at the end.
 
-Left out on purpose: distributed training, gradient accumulation, vLLM, LoRA (pass a PEFT
-model in if you want it); TRL's GRPOTrainer does those, see ``trl_grpo.py``.
+Left out on purpose: distributed training, gradient accumulation, vLLM; TRL's GRPOTrainer
+does those, see ``trl_grpo.py``. A PEFT / LoRA model trains its adapter only.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import random
-import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 
-from ..generation import completion_logprobs, sample, shared_prompt_logprobs
-from ..losses import group_advantages, grpo_loss
+from ..generation import SharePromptUnsupported, completion_logprobs, sample, shared_prompt_logprobs
+from ..losses import LOSS_TYPES, SCALE_REWARDS, group_advantages, grpo_loss
 from ..rewards import check_columns, compute_rewards, reward_name
+from ..utils import eval_mode
+from .base import RunConfig, ScratchTrainer
+
+SHARE_PROMPT = (True, False, "auto")
 
 
 @dataclass
-class GRPOConfig:
-    """Knobs of the scratch loop (names follow TRL's GRPOConfig where they exist)."""
+class GRPOSettings(RunConfig):
+    """GRPO's knobs, the same on both backends (TRL's GRPOConfig names)."""
 
-    max_steps: int = 100
-    prompts_per_step: int = 16
     num_generations: int = 8          # G
     num_iterations: int = 1           # mu: optimisation passes over each batch
-    learning_rate: float = 1e-3
-    lr_scheduler_type: str = "constant"  # or "linear": decays to 0 over max_steps x mu updates (TRL's default)
-    max_grad_norm: float = 1.0
     temperature: float = 1.0
     max_completion_length: int = 8
     epsilon: float = 0.2
@@ -56,27 +53,44 @@ class GRPOConfig:
     beta: float = 0.0                 # k3 KL weight; > 0 keeps a frozen reference copy
     loss_type: str = "dapo"
     scale_rewards: str = "group"
-    eval_every: int = 25              # 0: only at step 0 and at the end
-    share_prompt: bool = True         # run each prompt once for its G completions (same numbers, faster)
-    seed: int = 0
-    output_dir: str | None = None     # writes metrics.jsonl there when set
 
     def __post_init__(self):
+        super().__post_init__()
         if self.num_generations < 2:
             raise ValueError("num_generations must be >= 2: a group of one has no baseline")
-        if self.max_steps < 1 or self.prompts_per_step < 1:
-            raise ValueError("max_steps and prompts_per_step must be >= 1")
-        if self.lr_scheduler_type not in ("constant", "linear"):
-            raise ValueError(f"lr_scheduler_type must be 'constant' or 'linear', got {self.lr_scheduler_type!r}")
+        if self.num_iterations < 1 or self.max_completion_length < 1 or self.temperature <= 0:
+            raise ValueError("num_iterations and max_completion_length must be >= 1, temperature > 0")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
+        if self.scale_rewards not in SCALE_REWARDS:
+            raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {self.scale_rewards!r}")
 
 
-class GRPOLoop:
+@dataclass
+class GRPOConfig(GRPOSettings):
+    """The scratch loop's config: GRPO's knobs plus how the forward runs.
+
+    ``share_prompt``: run each prompt once for its G completions (same numbers, faster).
+    ``"auto"`` checks it against the plain forward on the first batch and falls back, with a
+    warning, if this model cannot share; ``True`` fails loudly instead; ``False`` never shares.
+    """
+
+    share_prompt: bool | str = "auto"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.share_prompt not in SHARE_PROMPT:
+            raise ValueError(f"share_prompt must be one of {SHARE_PROMPT}, got {self.share_prompt!r}")
+
+
+class GRPOLoop(ScratchTrainer):
     """The scratch GRPO trainer.
 
     Args:
         model, tokenizer: a causal LM and its tokenizer (chat template for chat prompts).
         reward_funcs: TRL-signature reward functions; their sum (``reward_weights``) is the reward.
-        train_rows: dicts with ``prompt`` and the columns the rewards need.
+        train_rows: dicts with ``prompt`` and the columns the rewards need (checked here).
+        config: a ``GRPOConfig``.
         eval_fn: ``eval_fn(model) -> float`` (e.g. a task's held-out greedy accuracy), optional.
         callbacks: callables ``cb(metrics: dict)`` run after each logged step (``LivePlot``...).
     """
@@ -87,36 +101,23 @@ class GRPOLoop:
         if not train_rows:
             raise ValueError("train_rows is empty")
         check_columns(train_rows[0].keys(), reward_funcs)
-        self.model, self.tokenizer = model, tokenizer
+        config = config or GRPOConfig()
+        super().__init__(model, tokenizer, train_rows, config, eval_fn=eval_fn, callbacks=callbacks)
         self.reward_funcs, self.reward_weights = list(reward_funcs), reward_weights
-        self.rows, self.config = list(train_rows), config or GRPOConfig()
-        self.eval_fn, self.callbacks = eval_fn, list(callbacks)
         self.ref_model = None
-        if self.config.beta != 0.0:  # frozen copy of the starting policy
+        if config.beta != 0.0:  # frozen copy of the starting policy
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad], lr=self.config.learning_rate, weight_decay=0.0
-        )
-        updates = self.config.max_steps * self.config.num_iterations  # optimizer steps in the whole run
-        linear = self.config.lr_scheduler_type == "linear"
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda t: max(0.0, 1.0 - t / updates) if linear else 1.0)
-        self.history: list[dict] = []
-        # prompt sharing is checked against the plain forward on the first batch (see _logprobs)
-        self._share = self.config.share_prompt and not getattr(model, "is_gradient_checkpointing", False)
+        if config.share_prompt is True and getattr(model, "is_gradient_checkpointing", False):
+            raise SharePromptUnsupported("share_prompt=True, but gradient checkpointing drops the KV cache "
+                                         "sharing needs; use share_prompt='auto' or False")
+        # "auto": checked against the plain forward on the first batch (see _logprobs)
+        self._share = config.share_prompt is True or (
+            config.share_prompt == "auto" and not getattr(model, "is_gradient_checkpointing", False))
         self._share_checked = False
-        self._rng = random.Random(self.config.seed)
-        self._order: list[int] = []
 
-    # --- data ---------------------------------------------------------------------------
-    def _next_rows(self) -> list[dict]:
-        out = []
-        while len(out) < self.config.prompts_per_step:
-            if not self._order:
-                self._order = list(range(len(self.rows)))
-                self._rng.shuffle(self._order)
-            out.append(self.rows[self._order.pop()])
-        return out
+    @property
+    def updates_per_step(self) -> int:
+        return self.config.num_iterations
 
     # --- one step -----------------------------------------------------------------------
     def rollout(self, rows: list[dict]):
@@ -128,6 +129,9 @@ class GRPOLoop:
         chat = not isinstance(prompts[0], str)
         completions = [[{"role": "assistant", "content": t}] if chat else t for t in ro.texts]
         columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
+        # as TRL passes them: each completion's token ids up to and including its eos
+        columns["completion_ids"] = [ids[:n] for ids, n in zip(ro.completion_ids.tolist(),
+                                                                ro.completion_mask.sum(1).tolist())]
         rewards, per_func = compute_rewards(self.reward_funcs, [p for p in prompts for _ in range(G)],
                                             completions, columns, self.reward_weights)
         return ro, rewards, per_func
@@ -142,30 +146,27 @@ class GRPOLoop:
                 self._share_checked = True
                 self._check_shared_forward(model, args)
             return shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
-        except ValueError as e:  # a disagreement, or a forward that drops the cache
+        except SharePromptUnsupported as e:  # a disagreement, or a forward that drops the cache
+            if cfg.share_prompt is True:
+                raise
             warnings.warn(f"share_prompt: {e}; falling back to the plain forward", stacklevel=2)
             self._share = False
             return completion_logprobs(model, *args, cfg.temperature)
 
     def _check_shared_forward(self, model, args) -> None:
-        """Raise ValueError if the shared-prompt forward disagrees with the plain one (eval mode)."""
-        cfg, was_training = self.config, model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                plain = completion_logprobs(model, *args, cfg.temperature)                 # (B, T)
-                shared = shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
-        finally:
-            model.train(was_training)
+        """Raise SharePromptUnsupported if the shared-prompt forward disagrees with the plain one."""
+        cfg = self.config
+        with eval_mode(model), torch.no_grad():
+            plain = completion_logprobs(model, *args, cfg.temperature)                 # (B, T)
+            shared = shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)  # (B, T)
         m = args[3].bool()
         tol = 1e-4 if plain.dtype == torch.float32 else 5e-2
         if not torch.allclose(plain[m], shared[m], atol=tol, rtol=tol):
-            raise ValueError("the shared-prompt forward disagrees with the plain one for this model")
+            raise SharePromptUnsupported("the shared-prompt forward disagrees with the plain one for this model")
 
     def step(self) -> dict:
         cfg = self.config
-        t0 = time.perf_counter()
-        ro, rewards, per_func = self.rollout(self._next_rows())
+        ro, rewards, per_func = self.rollout(self.next_rows())
         # rewards are scored on the CPU; the loss runs on the model's device (a GPU on Colab)
         advantages = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards).to(ro.completion_mask.device)  # (B,)
         args = (ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
@@ -187,13 +188,9 @@ class GRPOLoop:
                 ref_logp=ref_logp, beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
                 loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
             )
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-            self.optimizer.step()
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
+            self.optimizer_step(loss)
         std_per_group = rewards.view(-1, cfg.num_generations).std(1)                   # (B/G,)
-        metrics = {
+        return {
             "reward/mean": rewards.mean().item(),
             "reward/std": rewards.std().item(),
             **{f"reward/{reward_name(f)}": per_func[:, i].mean().item() for i, f in enumerate(self.reward_funcs)},
@@ -205,46 +202,15 @@ class GRPOLoop:
             "stats/clip_frac_high": stats["clip_frac_high"].item(),
             "stats/ratio_mean": stats["ratio_mean"].item(),
             "stats/frac_zero_std": (std_per_group < 1e-6).float().mean().item(),
+            "stats/learning_rate": self.learning_rate,
+            "stats/share_prompt": float(self._share),
             "completion/mean_length": mask.sum(1).float().mean().item(),
-            "stats/learning_rate": self.optimizer.param_groups[0]["lr"],
-            "time/step_s": time.perf_counter() - t0,
         }
-        return metrics
 
-    # --- the loop -----------------------------------------------------------------------
-    def evaluate(self) -> float | None:
-        if self.eval_fn is None:
-            return None
-        self.model.eval()
-        acc = float(self.eval_fn(self.model))
-        self.model.train()
-        return acc
+    # --- resume -------------------------------------------------------------------------
+    def extra_state(self) -> dict:
+        return {"share": self._share, "share_checked": self._share_checked}
 
-    def log(self, metrics: dict) -> None:
-        self.history.append(metrics)
-        if self.config.output_dir:
-            path = Path(self.config.output_dir)
-            path.mkdir(parents=True, exist_ok=True)
-            with open(path / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(metrics) + "\n")
-        for cb in self.callbacks:
-            cb(metrics)
-
-    def train(self) -> list[dict]:
-        """Run ``max_steps`` steps; returns the logged history (also in ``self.history``)."""
-        cfg = self.config
-        torch.manual_seed(cfg.seed)
-        if cfg.output_dir:
-            Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-            (Path(cfg.output_dir) / "metrics.jsonl").write_text("")
-            (Path(cfg.output_dir) / "grpo_config.json").write_text(json.dumps(asdict(cfg), indent=2))
-        acc = self.evaluate()
-        if acc is not None:
-            self.log({"step": 0, "eval/accuracy": acc})
-        for step in range(1, cfg.max_steps + 1):
-            metrics = {"step": step, **self.step()}
-            last = step == cfg.max_steps
-            if self.eval_fn is not None and (last or (cfg.eval_every and step % cfg.eval_every == 0)):
-                metrics["eval/accuracy"] = self.evaluate()
-            self.log(metrics)
-        return self.history
+    def load_extra_state(self, state: dict) -> None:
+        self._share = bool(state.get("share", self._share))
+        self._share_checked = bool(state.get("share_checked", self._share_checked))

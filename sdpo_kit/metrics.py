@@ -1,0 +1,153 @@
+"""Metric names, TRL's names for them, and the sink every trainer writes its rows to.
+
+One naming scheme everywhere (``METRICS`` documents each key): the scratch trainers log these
+keys, the TRL path maps TRL's log names onto them (``metrics_from_trl_logs``), the live plot
+and the CLI read them. A row is a dict with ``step`` and any of these keys.
+
+``MetricsSink(output_dir, callbacks)`` keeps the rows (``history``), appends each one to
+``output_dir/metrics.jsonl`` and hands it to every callback (a ``LivePlot``, a printer...).
+
+Left out on purpose: experiment trackers (wandb, tensorboard); pass a callback that forwards rows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+# key -> what it means; trainers add algorithm-specific keys (documented in their docstrings)
+METRICS: dict[str, str] = {
+    "step": "sdpo_kit step: one sampled batch and its num_iterations optimizer passes",
+    "reward/mean": "mean total reward of the step's completions",
+    "reward/std": "std of the total reward over the step's completions",
+    "reward/<name>": "mean of one reward function (its __name__)",
+    "loss": "the loss minimised on the step's last pass (policy loss + beta * KL term)",
+    "loss/policy": "the clipped surrogate alone, without beta * KL",
+    "loss/kl": "raw k3 estimate of KL(pi || pi_ref), masked token mean (0 without a reference)",
+    "stats/clip_frac": "fraction of tokens where the clip is active (gradient zero), TRL's region ratio",
+    "stats/clip_frac_low": "fraction clipped below (ratio < 1 - epsilon, A < 0)",
+    "stats/clip_frac_high": "fraction clipped above (ratio > 1 + epsilon_high, A > 0)",
+    "stats/ratio_mean": "masked mean of pi / pi_old on the last pass",
+    "stats/frac_zero_std": "fraction of groups whose rewards are all equal (no learning signal)",
+    "stats/learning_rate": "learning rate after the step",
+    "stats/share_prompt": "1 when the step ran each prompt once for its G completions, else 0 (scratch)",
+    "completion/mean_length": "mean completion length in tokens, eos included",
+    "time/step_s": "wall seconds of the step (evaluation excluded)",
+    "eval/accuracy": "held-out greedy accuracy (step 0, every eval_every steps, the last step)",
+}
+
+# ---------------------------------------------------------------------------------------
+# TRL: log names -> sdpo_kit names, and a TrainerCallback
+# ---------------------------------------------------------------------------------------
+
+# names as TRL 1.16 GRPOTrainer writes them (self._metrics[mode][...]) plus transformers'
+# Trainer (loss, grad_norm, learning_rate); see trl/trainer/grpo_trainer.py
+TRL_TO_SDPO: dict[str, str] = {
+    "reward": "reward/mean",
+    "reward_std": "reward/std",
+    "loss": "loss",
+    "policy_loss": "loss/policy",
+    "kl": "loss/kl",
+    "clip_ratio/region_mean": "stats/clip_frac",
+    "clip_ratio/low_mean": "stats/clip_frac_low",
+    "clip_ratio/high_mean": "stats/clip_frac_high",
+    "clip_ratio/low_min": "stats/clip_frac_low_min",
+    "clip_ratio/high_max": "stats/clip_frac_high_max",
+    "cispo_clip_ratio": "stats/clip_frac",  # loss_type="cispo" logs this instead of region_mean
+    "frac_reward_zero_std": "stats/frac_zero_std",
+    "entropy": "stats/entropy",
+    "grad_norm": "stats/grad_norm",
+    "learning_rate": "stats/learning_rate",
+    "step_time": "time/step_s",
+}
+_REWARD_FN = re.compile(r"^rewards/(?P<name>.+)/(?P<stat>mean|std)$")
+
+# the end-of-training summary (Trainer._finalize_training) and speed / memory metrics
+SUMMARY_KEY = re.compile(
+    r"^(train|eval|test)_(runtime|samples_per_second|steps_per_second|tokens_per_second)$"
+    r"|^total_flos$|^train_loss$|_mem_(cpu|gpu)_(alloc|peaked)_delta$"
+)
+_BOOKKEEPING = {"epoch", "num_input_tokens_seen", "step"}
+
+
+def _trl_name(key: str) -> str:
+    if key in TRL_TO_SDPO:
+        return TRL_TO_SDPO[key]
+    m = _REWARD_FN.match(key)
+    if m:  # rewards/<fn>/mean -> reward/<fn>, rewards/<fn>/std -> reward/<fn>/std
+        return f"reward/{m['name']}" + ("/std" if m["stat"] == "std" else "")
+    if key.startswith("completions/"):  # completions/mean_length -> completion/mean_length, ...
+        return "completion/" + key[len("completions/"):]
+    return key
+
+
+def metrics_from_trl_logs(logs: Mapping, step: int) -> dict:
+    """Map a TRL ``GRPOTrainer`` log dict to sdpo_kit's metric names, plus ``"step": step``.
+
+    ``reward -> reward/mean``, ``reward_std -> reward/std``, ``rewards/<fn>/mean -> reward/<fn>``,
+    ``rewards/<fn>/std -> reward/<fn>/std``, ``loss -> loss``, ``policy_loss -> loss/policy``,
+    ``kl -> loss/kl``, ``clip_ratio/{region,low,high}_mean -> stats/clip_frac{,_low,_high}``,
+    ``completions/* -> completion/*``, ``frac_reward_zero_std -> stats/frac_zero_std``,
+    ``entropy -> stats/entropy``, ``step_time -> time/step_s``; TRL's eval-mode keys
+    (``eval_<key>``) become ``eval/<mapped key>``; ``eval/accuracy`` and unknown keys pass
+    through under their own name. Values are not changed (TRL writes None for an all-NaN metric).
+    """
+    out = {}
+    for key, value in logs.items():
+        if key.startswith("eval_"):
+            out["eval/" + _trl_name(key[len("eval_"):])] = value
+        else:
+            out[_trl_name(key)] = value
+    out["step"] = step
+    return out
+
+
+def is_train_summary(logs: Mapping) -> bool:
+    """True for a log with nothing to plot: only the end-of-training summary (``train_runtime``,
+    ``train_loss``, ``total_flos``, ...), speed / memory metrics and ``epoch``."""
+    return all(SUMMARY_KEY.search(k) or k in _BOOKKEEPING for k in logs)
+
+
+
+
+def write_jsonl(path: Path, rows: Iterable[Mapping]) -> None:
+    """(Over)write ``path`` with one JSON row per line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for row in rows:
+            f.write(json.dumps(dict(row)) + "\n")
+
+
+def read_jsonl(path) -> list[dict]:
+    """The rows of a ``metrics.jsonl`` file (blank lines skipped)."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+class MetricsSink:
+    """Where every trainer's rows go: ``history``, ``output_dir/metrics.jsonl`` and callbacks.
+
+    ``start(rows=())`` (over)writes the file with the rows already logged (a resumed run's
+    history, or nothing); ``log(row)`` appends one row everywhere.
+    """
+
+    def __init__(self, output_dir=None, callbacks: Sequence[Callable] = ()):
+        self.path = Path(output_dir) / "metrics.jsonl" if output_dir else None
+        self.callbacks = list(callbacks)
+        self.history: list[dict] = []
+
+    def start(self, rows: Iterable[Mapping] = ()) -> None:
+        self.history[:] = [dict(r) for r in rows]
+        if self.path is not None:
+            write_jsonl(self.path, self.history)
+
+    def log(self, row: Mapping) -> None:
+        row = dict(row)
+        self.history.append(row)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        for cb in self.callbacks:
+            cb(row)
