@@ -207,3 +207,52 @@ def test_group_advantages_equals_trl(lab, tmp_path, scale_rewards):
     expected = group_advantages(torch.tensor(table), G, scale_rewards)                   # (B,)
     torch.testing.assert_close(out["advantages"], expected, **FP32)
     assert expected[:G].abs().max() > 0.1 and (expected[G:] == 0).all()
+
+
+def test_backends_agree_on_left_padded_prompts_of_different_lengths(lab, tmp_path):
+    """Scratch and TRL on one batch whose prompts differ in length (so they are left-padded by
+    different amounts): per-token log-probs and the loss (value and gradients) agree.
+
+    The two forwards place the tokens differently: TRL passes no position_ids (positions
+    0..P+T-1, padding included), ``completion_logprobs`` derives them from the attention mask
+    as ``generate`` does. With rotary embeddings (Llama, Qwen) attention sees only position
+    differences, which a constant shift per row leaves unchanged, so the two agree to float
+    rounding (measured: max |diff| of log-probs 4.8e-7); a model with absolute position
+    embeddings would not (see docs/concepts/grpo.md)."""
+    trainer = make_trainer(lab, tmp_path, zero_reward, loss_type="dapo", beta=0.04, epsilon=0.2, epsilon_high=0.28)
+    model, tok = trainer.model, lab[1]
+    prompts = ["1+2=", "123+456+7="]
+    g = torch.Generator().manual_seed(5)
+    enc = encode_prompts(tok, [[{"role": "user", "content": p}] for p in prompts for _ in range(G)])
+    prompt_ids, prompt_mask = enc["input_ids"], enc["attention_mask"]                   # (B, P)
+    assert prompt_mask.sum(1).unique().numel() == 2 and not prompt_mask.all()            # left-padded, unequally
+    B, T = prompt_ids.size(0), MAX_COMPLETION_LENGTH - 1
+    completion_ids = torch.randint(len(tok.all_special_tokens), len(tok), (B, T), generator=g)  # (B, T)
+    lengths = torch.tensor([5, 3, 5, 1, 5, 2, 4, 5])                                     # (B,)
+    completion_mask = (torch.arange(T)[None] < lengths[:, None]).long()                  # (B, T)
+    completion_ids = completion_ids.masked_fill(completion_mask == 0, tok.pad_token_id)
+    advantages = group_advantages(torch.tensor([1.0, 0.0, 0.0, 2.0, 0.5, 0.5, 1.0, 0.0]), G)  # (B,)
+    args = (prompt_ids, prompt_mask, completion_ids, completion_mask)
+    with torch.no_grad():
+        logp0 = completion_logprobs(model, *args)                                        # (B, T)
+        # TRL's own per-token log-probs on the same batch
+        trl_logp, _, _ = trainer._get_per_token_logps_and_entropies(
+            model, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1), T)
+    m = completion_mask.bool()
+    torch.testing.assert_close(trl_logp[m], logp0[m], **FP32)
+    old_logp = logp0 + 0.3 * (torch.rand(B, T, generator=g) - 0.5)                        # (B, T)
+    ref_logp = logp0 + 0.3 * (torch.rand(B, T, generator=g) - 0.5)                        # (B, T)
+    inputs = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+              "completion_mask": completion_mask, "advantages": advantages, "old_per_token_logps": old_logp,
+              "ref_per_token_logps": ref_logp, "num_items_in_batch": completion_mask.sum()}
+    model.zero_grad()
+    trl_loss = trainer._compute_loss(model, inputs)
+    trl_loss.backward()
+    trl_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    loss, _ = grpo_loss(completion_logprobs(model, *args), old_logp, advantages, completion_mask, ref_logp=ref_logp,
+                        beta=0.04, epsilon=0.2, epsilon_high=0.28, loss_type="dapo")
+    loss.backward()
+    torch.testing.assert_close(loss, trl_loss, **FP32)
+    for p, trl_grad in zip(model.parameters(), trl_grads):
+        torch.testing.assert_close(p.grad, trl_grad, **FP32)
