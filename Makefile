@@ -4,8 +4,14 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.sdpo_kit-installed
 export SDPO_KIT_CACHE ?= $(CURDIR)/.cache/sdpo_kit
+# trl 1.15 (Unsloth's pin, what Colab runs) in a venv of its own; the rest of the pins as constraints.txt
+VENV115 := .venv-trl115
+STAMP115 := $(VENV115)/.sdpo_kit-installed
+# every TRL-path test (the -k selects them by name); see tests/trl115_cpu_kernel.py for why the plugin
+TRL_TESTS := tests/test_trl_grpo.py tests/test_losses_trl.py tests/test_trl_compat.py tests/test_plotting.py \
+             tests/test_cli.py tests/test_resume.py
 
-.PHONY: install demo test unit notebooks lint docs bench bench-clone clean
+.PHONY: install demo test unit notebooks lint docs bench bench-clone clean test-trl115
 
 install: $(STAMP)
 
@@ -29,6 +35,17 @@ test: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks
 	$(BIN)/pytest -q tests
 	SDPO_KIT_SMOKE=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
+	$(MAKE) --no-print-directory test-trl115
+
+$(STAMP115): pyproject.toml constraints.txt
+	$(PY) -m venv $(VENV115)
+	$(VENV115)/bin/pip install -q --upgrade pip
+	sed 's/^trl==.*/trl==1.15.0/' constraints.txt > $(VENV115)/constraints.txt
+	$(VENV115)/bin/pip install -q -c $(VENV115)/constraints.txt -e . pytest
+	touch $(STAMP115)
+
+test-trl115: $(STAMP115)  ## the TRL-path tests on trl 1.15.0 (CPU: TRL's Triton log-prob kernel replaced by torch)
+	MPLBACKEND=Agg PYTHONPATH=tests $(VENV115)/bin/pytest -q -p no:cacheprovider -p trl115_cpu_kernel $(TRL_TESTS) -k trl
 
 lint: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks
@@ -47,4 +64,4 @@ bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: install and `make test` t
 	$(BIN)/python benchmarks/bench_fresh_clone.py
 
 clean:
-	rm -rf $(VENV) runs site .cache
+	rm -rf $(VENV) $(VENV115) runs site .cache

@@ -12,6 +12,14 @@
   into each TRL checkpoint, so a resumed run's ``metrics.jsonl`` holds the whole run.
 * ``train_trl(trainer, resume_from_checkpoint)``: ``Trainer.train(resume_from_checkpoint=...)``
   with the callback told where the earlier rows are; returns the rows.
+* ``check_trl_runs_on(device)``: trl 1.15 (Unsloth's pin) computes GRPO's log-probs with a
+  Triton kernel only, so its GRPOTrainer cannot run on a CPU; this says so before TRL crashes
+  with ``'NoneType' object has no attribute 'apply'``. trl 1.16 falls back to torch off-GPU.
+
+TRL 1.15 and 1.16: every name imported from TRL here and in ``trl_grpo.py`` (``GRPOConfig``,
+``GRPOTrainer``, ``TrainerCallback`` via transformers) is in the same place in both, and
+``GRPOConfig`` has the same fields (only ``pad_to_multiple_of``'s default differs), so no
+import needs a fallback today; a name that moves gets a ``try / except ImportError`` here.
 
 Left out on purpose: vLLM, multi-GPU launch, TRL's own eval loop (``eval_fn`` is ours).
 """
@@ -86,6 +94,32 @@ def check_group_divisibility(args: dict, world_size: int | None = None) -> None:
             f"Nearest valid per_device_train_batch_size: {_nearest_multiples(p, m)} "
             f"(or set prompts_per_step: batch = prompts_per_step x num_generations)."
         )
+
+
+def check_trl_runs_on(device) -> None:
+    """RuntimeError when the installed TRL cannot compute log-probs on ``device``.
+
+    TRL routes every log-prob through a fused head (``trl.trainer.utils._ChunkedLogProbFunction``).
+    trl >= 1.16 uses its Triton kernel on CUDA / XPU and plain torch elsewhere (it has
+    ``_use_triton``); trl 1.15 has only the Triton kernel, which needs a GPU (and is None
+    without triton). A stand-in installed in its place (the tests' ``trl115_cpu_kernel``) passes.
+    """
+    if torch.device(device).type in ("cuda", "xpu"):
+        return
+    import trl
+    import trl.trainer.utils as trl_utils
+
+    if hasattr(trl_utils, "_use_triton"):
+        return
+    try:
+        from trl.kernels import ChunkedLogProbFunction as triton_kernel
+    except ImportError:  # triton is not installed
+        triton_kernel = None
+    if getattr(trl_utils, "_ChunkedLogProbFunction", None) in (None, triton_kernel):
+        raise RuntimeError(
+            f"trl {trl.__version__}'s GRPOTrainer computes log-probs with a Triton kernel that needs a GPU, "
+            f"so it cannot train on {torch.device(device).type}. On a CPU use trl 1.16 "
+            f"(pip install 'trl==1.16.0'; sdpo_kit supports both) or backend: scratch.")
 
 
 def split_callbacks(callbacks: Sequence) -> tuple[list, list]:

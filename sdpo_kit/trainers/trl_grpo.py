@@ -31,12 +31,15 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 from ..rewards import check_columns, checked
 from .grpo import GRPOSettings
 from .trl_base import (
     BASE_ARGS,
     MetricsCallback,
     check_group_divisibility,
+    check_trl_runs_on,
     quiet,
     resolve_preset,
     split_callbacks,
@@ -136,6 +139,7 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
     check_columns(train_dataset.column_names, reward_funcs)
     args = grpo_args(preset, output_dir, **grpo_overrides)
+    check_trl_runs_on("cpu" if args.get("use_cpu") or not torch.cuda.is_available() else "cuda")
     if reward_weights is not None:
         args["reward_weights"] = list(reward_weights)
     trainer_cbs, sinks = split_callbacks(callbacks)
