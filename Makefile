@@ -29,12 +29,12 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests
 
 notebooks: $(STAMP)
-	SDPO_KIT_SMOKE=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
+	SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
 
 test: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks
 	$(BIN)/pytest -q tests
-	SDPO_KIT_SMOKE=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
+	SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
 	$(MAKE) --no-print-directory test-trl115
 
 $(STAMP115): pyproject.toml constraints.txt

@@ -1,37 +1,68 @@
-"""Wall time of every notebook in smoke mode, as CI runs them.
+"""Wall time of every notebook, in smoke mode (as CI runs them) or full size, and their results.
 
-    python benchmarks/bench_notebooks.py [notebooks/*.ipynb]
+    python benchmarks/bench_notebooks.py [--full] [notebooks/NN_*.ipynb ...]
 
-Executes each notebook with nbclient in a fresh kernel with SDPO_KIT_SMOKE=1 and MPLBACKEND=Agg
-and prints a table and the total (the brief's budget: 15 minutes on 2 CPU cores).
+Executes each notebook with nbclient in a fresh kernel (``MPLBACKEND=Agg``, the exercises on
+their reference answers, ``SDPO_KIT_SOLUTIONS=1``), with ``SDPO_KIT_SMOKE=1`` unless ``--full``.
+A notebook that defines a ``RESULTS`` dict (its key figures: accuracies, speeds, ...) has it
+read back after the run. Writes ``benchmarks/results/notebooks_smoke.json`` or
+``notebooks_full.json`` (a run over some notebooks updates their entries and keeps the others);
+``report.py`` renders the README's table and the reference figures quoted in each notebook.
+The brief's budget for smoke mode: 15 minutes on 2 CPU cores.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import nbformat
-from _common import ROOT, machine, table
+from _common import RESULTS, ROOT, machine, table, write_results
 from nbclient import NotebookClient
+
+MARK = "SDPO_KIT_RESULTS "
+READ_RESULTS = f"import json as _j\nprint({MARK!r} + _j.dumps(globals().get('RESULTS')))"
+
+
+def run_notebook(path: Path) -> tuple[float, dict | None]:
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(READ_RESULTS))
+    t0 = time.perf_counter()
+    NotebookClient(nb, timeout=3600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    seconds = time.perf_counter() - t0
+    out = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("output_type") == "stream")
+    line = next((x for x in out.splitlines() if x.startswith(MARK)), None)
+    return seconds, (json.loads(line[len(MARK):]) if line else None)
 
 
 def main():
-    paths = [Path(p) for p in sys.argv[1:]] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    os.environ.update(SDPO_KIT_SMOKE="1", MPLBACKEND="Agg")
-    rows, total = [], 0.0
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--full", action="store_true", help="full size (no SDPO_KIT_SMOKE)")
+    ap.add_argument("paths", nargs="*", help="notebooks to run (default: all)")
+    args = ap.parse_args()
+    paths = [Path(p).resolve() for p in args.paths] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    os.environ.update(MPLBACKEND="Agg", SDPO_KIT_SOLUTIONS="1")
+    if args.full:
+        os.environ.pop("SDPO_KIT_SMOKE", None)
+    else:
+        os.environ["SDPO_KIT_SMOKE"] = "1"
+    name = "notebooks_full" if args.full else "notebooks_smoke"
+    previous = {}
+    if (RESULTS / f"{name}.json").exists():  # a partial run keeps the other notebooks' entries
+        previous = {r["notebook"]: r for r in json.loads((RESULTS / f"{name}.json").read_text())["runs"]}
     for p in paths:
-        nb = nbformat.read(p, as_version=4)
-        t0 = time.perf_counter()
-        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(p.parent)}}).execute()
-        dt = time.perf_counter() - t0
-        total += dt
-        rows.append([p.name, dt])
-        print(f"{p.name}: {dt:.1f} s", flush=True)
+        seconds, results = run_notebook(p)
+        previous[p.stem] = {"notebook": p.stem, "wall_s": round(seconds, 1), "results": results}
+        print(f"{p.name}: {seconds:.1f} s; RESULTS = {results}", flush=True)
+    runs = [previous[k] for k in sorted(previous)]
+    total = sum(r["wall_s"] for r in runs)
     print(f"\nmachine: {machine()}\n")
-    print(table(["notebook (smoke)", "wall s"], rows + [["total", total]]))
+    print(table(["notebook", "wall s"], [[r["notebook"], r["wall_s"]] for r in runs] + [["total", total]]))
+    write_results(name, config={"smoke": not args.full, "env": {"MPLBACKEND": "Agg", "SDPO_KIT_SOLUTIONS": "1"}},
+                  runs=runs, summary={"total_s": round(total, 1)})
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 * ``eval_mode(model)``: a context manager that puts a model in eval mode (no dropout) and
   gives it back in the mode it came in, whatever happens inside.
 * ``seed_everything(seed)``: Python's ``random``, NumPy's and torch's generators in one call.
+* ``tolerances(model)``: ``assert_close`` tolerances that follow the model's precision (fp32
+  tight; fp16 / bf16 / 4-bit loose), so a check does not branch on which model runs.
 
 Left out on purpose: device placement and dtype helpers (``models.load_policy`` owns those).
 """
@@ -36,3 +38,19 @@ def seed_everything(seed: int) -> None:
         np.random.seed(seed)
     except ImportError:  # pragma: no cover - numpy ships with the pinned stack
         pass
+
+
+def tolerances(model_or_dtype) -> dict:
+    """``{"rtol": ..., "atol": ...}`` for comparing two computations of one model's outputs.
+
+    fp32 / fp64 weights: 1e-4 / 1e-5 (two fp32 code paths differ by rounding only). fp16,
+    bf16 or a 4-bit quantised model: 2e-2 / 2e-2 (half-precision matmuls round at ~1e-3)."""
+    if isinstance(model_or_dtype, torch.dtype):
+        dtypes = {model_or_dtype}
+    else:
+        dtypes = {p.dtype for p in model_or_dtype.parameters() if p.is_floating_point()}
+        if getattr(model_or_dtype, "is_loaded_in_4bit", False) or getattr(model_or_dtype, "is_loaded_in_8bit", False):
+            dtypes.add(torch.float16)
+    if dtypes <= {torch.float32, torch.float64}:
+        return {"rtol": 1e-4, "atol": 1e-5}
+    return {"rtol": 2e-2, "atol": 2e-2}
