@@ -54,14 +54,19 @@ docs: $(STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e ".[docs]"
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-bench: $(STAMP)  ## the README numbers: s/step scratch vs TRL, demo lift over seeds, notebook times
+bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), then render the README from them
 	$(BIN)/python benchmarks/bench_speed.py
 	$(BIN)/python benchmarks/bench_demo.py
+	$(BIN)/python benchmarks/bench_demo.py --set trainer.lr_scheduler_type=constant --name demo_constant_lr
+	$(BIN)/python benchmarks/bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start
 	$(BIN)/python benchmarks/bench_notebooks.py
+	$(BIN)/python benchmarks/bench_notebooks.py --full
 	$(BIN)/python benchmarks/bench_lab.py
+	$(BIN)/python benchmarks/report.py
 
 bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: install and `make test` timed apart
 	$(BIN)/python benchmarks/bench_fresh_clone.py
+	$(BIN)/python benchmarks/report.py
 
 clean:
 	rm -rf $(VENV) $(VENV115) runs site .cache

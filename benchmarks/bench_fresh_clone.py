@@ -1,32 +1,44 @@
-"""Wall time of CI on a fresh clone: `git clone`, then `bash .ci/run` (install + `make test`).
+"""Wall time of CI on a fresh clone: `git clone`, then `make install` and `bash .ci/run` timed apart.
 
     python benchmarks/bench_fresh_clone.py [--keep]
 
 Clones the committed HEAD of this repository into a temporary directory (nothing uncommitted,
-no .venv, no warm-start cache), runs `.ci/run` there with the output streamed, and prints how
-long the install (`make install`) and the tests (`make test` after it) took. pip's download
-cache is the machine's own: on a machine that never installed the pinned set, the install
-downloads it (torch's CPU wheel alone is about 200 MB) and takes longer.
-The brief's budget: `make test` on a fresh clone within 30 minutes including install.
+no .venv, no warm-start cache), runs `make install` and then `.ci/run` there with the output
+streamed, and records how long each took, plus each pytest phase of `make test` as pytest
+reports it ("N passed in S s": unit tests, notebooks, the trl 1.15 venv's tests). pip's
+download cache is the machine's own: on a machine that never installed the pinned set, the
+install downloads it (torch's CPU wheel alone is about 200 MB) and takes longer. The brief's
+budget: `make test` on a fresh clone under 20 minutes. Writes ``benchmarks/results/fresh_clone.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, table
+from _common import ROOT, machine, table, write_results
+
+PASSED = re.compile(r"(\d+) passed(?:, \d+ \w+)* in ([\d.]+)s")
 
 
-def timed(cmd: list[str], cwd: Path) -> float:
+def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
+    """Run ``cmd`` streaming its output; (wall seconds, output)."""
     print("$", " ".join(cmd), flush=True)
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, check=True)
-    return time.perf_counter() - t0
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        lines.append(line)
+    if proc.wait():
+        raise SystemExit(f"{' '.join(cmd)} failed with exit code {proc.returncode}")
+    return time.perf_counter() - t0, "".join(lines)
 
 
 def main():
@@ -35,19 +47,24 @@ def main():
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="sdpo_kit_clone_"))
     clone = tmp / "sdpo_kit"
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout.strip()
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
+                              text=True, check=True).stdout.strip()
         # the same steps .ci/run takes, split so install and tests are timed apart:
         # .ci/run = `make test`, whose first prerequisite is the install stamp
-        t_install = timed(["make", "install"], clone)
-        t_test = timed(["bash", ".ci/run"], clone)
+        t_install, _ = timed(["make", "install"], clone)
+        t_test, out = timed(["bash", ".ci/run"], clone)
+        phases = [{"tests": int(n), "seconds": float(s)} for n, s in PASSED.findall(out)]
         print(f"\nmachine: {machine()}; commit {head}\n")
         print(table(["phase", "wall s"], [["make install (fresh .venv)", t_install],
-                                          ["bash .ci/run (ruff, unit tests, notebooks)", t_test],
+                                          ["bash .ci/run (make test)", t_test],
                                           ["total", t_install + t_test]]))
-        print(f"\ntotal: {(t_install + t_test) / 60:.1f} min (budget 30 min)")
+        print("pytest phases:", ", ".join(f"{p['tests']} passed in {p['seconds']} s" for p in phases))
+        print(f"\ntotal: {(t_install + t_test) / 60:.1f} min")
+        write_results("fresh_clone", config={"cloned_commit": head},
+                      runs=[{"install_s": t_install, "ci_run_s": t_test, "pytest_phases": phases}],
+                      summary={"install_s": t_install, "ci_run_s": t_test, "total_s": t_install + t_test})
     finally:
         if args.keep:
             print(f"clone kept at {clone}")

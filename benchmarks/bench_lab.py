@@ -6,7 +6,7 @@ For each ``LabConfig(copy_steps=N)`` it trains the warm start from scratch (one 
 temporary cache) and measures held-out greedy accuracy on the plain task, and on the same
 held-out questions with a solution shown in the prompt (``tasks.HINT_TEMPLATE``): the correct
 sum (copying or computing both work) or a random number (only copying works). The SDPO track's
-reprompted teacher needs the copy skill.
+reprompted teacher needs the copy skill. Writes ``benchmarks/results/lab.json``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import random
 import tempfile
 import time
 
-from _common import machine, table
+from _common import machine, table, write_results
 
 
 def hinted(rows, task, rng, random_solution: bool):
@@ -55,6 +55,9 @@ def main():
                      task.evaluate(model, tok, hinted(heldout, task, rng, True))])
     print(f"\nmachine: {machine()}\n")
     print(table(["copy_steps", "warm start s", "held-out acc", "acc, correct hint", "acc, random hint (copy)"], rows))
+    write_results("lab", config={"copy_steps": args.copy_steps},
+                  runs=[{"copy_steps": r[0], "warm_start_s": r[1], "heldout_acc": r[2], "acc_right_hint": r[3],
+                         "acc_random_hint": r[4]} for r in rows], summary={})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,198 @@
+"""Render the README's number tables, and the notebooks' reference figures, from benchmarks/results/.
+
+    python benchmarks/report.py            # rewrite what sits between the report markers
+    python benchmarks/report.py --check    # exit 1 if README.md or a notebook is out of date
+
+A block in README.md or in a notebook's markdown cell looks like
+
+    <!-- report:speed -->
+    ...generated...
+    <!-- /report:speed -->
+
+and is rewritten from ``benchmarks/results/<file>.json`` (written by the bench_*.py scripts),
+with the command, date, commit and machine that produced it. Nothing between markers is typed
+by hand; ``tests/test_report.py`` fails when the committed text and the results disagree.
+A block whose results file does not exist yet says which command makes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+BLOCK = re.compile(r"(<!-- report:([\w-]+) -->\n)(.*?)(\n?<!-- /report:\2 -->)", re.S)
+
+
+def load(name: str) -> dict | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def fmt(v, digits: int = 3) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    if isinstance(v, list):
+        return ", ".join(fmt(x, digits) for x in v)
+    return str(v)
+
+
+def md_table(headers, rows) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows])
+
+
+def provenance(res: dict) -> str:
+    m = res["machine"]
+    return (f"Made by `{res['command']}` on {res['date']} at commit `{res['commit']}` "
+            f"({m['arch']}, {m['cores']} cores, torch {m['torch']}, trl {m['trl']}).")
+
+
+# ---------------------------------------------------------------------------------------
+# one renderer per block name
+# ---------------------------------------------------------------------------------------
+def speed(res: dict) -> str:
+    s, cfg = res["summary"], res["config"]
+    rows = []
+    for label, med in s["median_s"].items():
+        times = [t for r in res["runs"] if r["backend"] == label for t in r["times_s"]]
+        rows.append([f"`{label}`" if label != "trl" else "TRL `GRPOTrainer`", med, min(times), max(times)])
+    return "\n".join([
+        md_table(["backend", "median s/step", "min", "max"], rows), "",
+        f"TRL / scratch: **{s['ratio_trl_over_scratch_median']:.2f}x** (median of {cfg['repeats']} repeats; "
+        f"per repeat {', '.join(f'{x:.2f}x' for x in s['ratio_trl_over_scratch'])}); with `share_prompt` off "
+        f"{s['ratio_trl_over_scratch_no_share_median']:.2f}x. {cfg['steps']} steps per run, first "
+        f"{cfg['warmup']} dropped, evaluation off.", "", provenance(res)])
+
+
+def demo(res: dict) -> str:
+    s = res["summary"]
+    rows = [[r["seed"], r["before"], r["after"], f"{r['lift']:+.3f}", f"{r['peak']:.3f} (step {r['peak_step']})",
+             f"{r['wall_s']:.1f}"] for r in res["runs"]]
+    return "\n".join([
+        md_table(["seed", "before", "after", "lift", "peak", "wall s"], rows), "",
+        f"Median lift **{s['median_lift']:+.3f}** (min {s['min_lift']:+.3f}), median wall "
+        f"**{s['median_wall_s']:.1f} s**; the peak is the best of the run's evaluations (accuracy swings "
+        f"between them; the run keeps its last weights).", "", provenance(res)])
+
+
+def demo_variant(res: dict) -> str:
+    s = res["summary"]
+    lifts = ", ".join(f"{r['lift']:+.3f}" for r in res["runs"])
+    return (f"Median lift {s['median_lift']:+.3f}, min {s['min_lift']:+.3f} (seeds {fmt(res['config']['seeds'])}: "
+            f"{lifts}); median peak {s['median_peak']:.3f}. {provenance(res)}")
+
+
+def notebooks(res: dict) -> str:
+    rows = [[f"`{r['notebook']}`", f"{r['wall_s']:.1f}"] for r in res["runs"]]
+    rows.append(["total", f"**{res['summary']['total_s']:.1f}**"])
+    return "\n".join([md_table(["notebook", "wall s"], rows), "", provenance(res)])
+
+
+def lab(res: dict) -> str:
+    rows = [[r["copy_steps"], f"{r['warm_start_s']:.1f}", r["heldout_acc"], r["acc_right_hint"], r["acc_random_hint"]]
+            for r in res["runs"]]
+    return "\n".join([md_table(["`copy_steps`", "warm start s", "held-out acc", "acc, right hint",
+                                "copies a random hint"], rows), "", provenance(res)])
+
+
+def fresh_clone(res: dict) -> str:
+    s = res["summary"]
+    phases = res["runs"][0]["pytest_phases"]
+    names = ["unit tests", "notebooks (nbmake)", "TRL-path tests on trl 1.15 (`make test-trl115`)"]
+    detail = "; ".join(f"{names[i] if i < len(names) else 'pytest'}: {p['tests']} passed in {p['seconds']:.1f} s"
+                       for i, p in enumerate(phases))
+    return "\n".join([
+        md_table(["phase", "wall s"], [["`make install` (fresh `.venv`)", f"{s['install_s']:.1f}"],
+                                       ["`bash .ci/run` (`make test`, its second venv included)", f"{s['ci_run_s']:.1f}"],
+                                       ["total", f"**{s['total_s']:.1f}** ({s['total_s'] / 60:.1f} min)"]]), "",
+        f"Inside `make test`: {detail}.", "", provenance(res)])
+
+
+def notebook_reference(nb: str):
+    """The reference figures of one notebook's full-size run (its RESULTS dict)."""
+    def render(res: dict) -> str:
+        run = next((r for r in res["runs"] if r["notebook"].startswith(nb)), None)
+        if run is None or not run.get("results"):
+            return f"(no full-size run of notebook {nb} recorded yet: `python benchmarks/bench_notebooks.py --full`)"
+        rows = [[k.replace("_", " "), fmt(v)] for k, v in run["results"].items()]
+        return "\n".join([md_table(["figure", "value"], rows), "",
+                          f"Full size in {run['wall_s']:.0f} s. {provenance(res)}"])
+    return render
+
+
+# block name -> (results file, renderer)
+BLOCKS = {
+    "speed": ("speed", speed),
+    "demo": ("demo", demo),
+    "demo-constant-lr": ("demo_constant_lr", demo_variant),
+    "demo-copy-warm-start": ("demo_copy_warm_start", demo_variant),
+    "notebooks-smoke": ("notebooks_smoke", notebooks),
+    "notebooks-full": ("notebooks_full", notebooks),
+    "lab": ("lab", lab),
+    "fresh-clone": ("fresh_clone", fresh_clone),
+    **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
+}
+MAKERS = {"speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
+          "notebooks_full": "bench_notebooks.py --full", "lab": "bench_lab.py",
+          "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
+          "trainer.lr_scheduler_type=constant --name demo_constant_lr",
+          "demo_copy_warm_start": "bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start"}
+
+
+def render_block(name: str) -> str:
+    if name not in BLOCKS:
+        raise KeyError(f"unknown report block {name!r}; known: {sorted(k for k in BLOCKS if not k.startswith('nb'))}")
+    file, renderer = BLOCKS[name]
+    res = load(file)
+    if res is None:
+        return f"(not measured yet: `python benchmarks/{MAKERS.get(file, file)}`)"
+    return renderer(res)
+
+
+def render_text(text: str) -> str:
+    return BLOCK.sub(lambda m: m.group(1) + render_block(m.group(2)) + "\n" + m.group(4).lstrip("\n"), text)
+
+
+def targets() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+
+
+def render_file(path: Path) -> tuple[str, str]:
+    """(current text, rendered text) of README.md or a notebook."""
+    old = path.read_text()
+    if path.suffix != ".ipynb":
+        return old, render_text(old)
+    nb, changed = json.loads(old), False
+    for cell in nb["cells"]:
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and "<!-- report:" in text and render_text(text) != text:
+            cell["source"] = render_text(text).splitlines(keepends=True)
+            changed = True
+    return old, (json.dumps(nb, indent=1, ensure_ascii=False) + "\n" if changed else old)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check", action="store_true", help="report files that are out of date; change nothing")
+    args = ap.parse_args()
+    stale = []
+    for path in targets():
+        old, new = render_file(path)
+        if old != new:
+            stale.append(path.relative_to(ROOT))
+            if not args.check:
+                path.write_text(new)
+    verb = "out of date" if args.check else "updated"
+    print(f"{verb}: {', '.join(map(str, stale))}" if stale else "up to date")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
