@@ -29,8 +29,11 @@ PACKAGE = ROOT / "sdpo_kit"
 CONFIGS = ROOT / "configs"
 NOTEBOOK_RE = re.compile(r"^\d\d_.+\.ipynb$")
 # reading order of the reference; modules not named here follow alphabetically
-MODULE_ORDER = ["losses", "rewards", "tasks", "lab", "models", "generation", "plotting",
-                "trainers.grpo", "trainers.trl_grpo", "config", "cli"]
+MODULE_ORDER = ["losses.common", "losses.grpo", "rewards.core", "rewards.verifiable", "rewards.model_scored",
+                "rewards.registry", "tasks", "lab", "models", "generation", "metrics", "plotting",
+                "trainers.base", "trainers.grpo", "trainers.checkpoint", "trainers.trl_base", "trainers.trl_grpo",
+                "trainers.registry", "config", "cli", "utils"]
+HIDDEN = ("solutions",)  # the exercises' reference answers stay off the site
 
 
 def notebooks() -> list[Path]:
@@ -61,7 +64,7 @@ def modules() -> list[str]:
     """Dotted module names under sdpo_kit (without the package prefix), in reading order."""
     found = []
     for p in sorted(PACKAGE.rglob("*.py")):
-        if p.name == "__init__.py" or "__pycache__" in p.parts:
+        if p.name == "__init__.py" or "__pycache__" in p.parts or p.relative_to(PACKAGE).parts[0] in HIDDEN:
             continue
         found.append(".".join(p.relative_to(PACKAGE).with_suffix("").parts))
     rank = {m: i for i, m in enumerate(MODULE_ORDER)}
