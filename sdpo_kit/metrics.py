@@ -36,6 +36,13 @@ METRICS: dict[str, str] = {
     "completion/mean_length": "mean completion length in tokens, eos included",
     "time/step_s": "wall seconds of the step (evaluation excluded)",
     "eval/accuracy": "held-out greedy accuracy (step 0, every eval_every steps, the last step)",
+    # logged by the TRL backend only (TRL computes them; the scratch loop does not)
+    "reward/<name>/std": "std of one reward function (TRL only)",
+    "stats/clip_frac_low_min": "smallest per-process low clip fraction (TRL only)",
+    "stats/clip_frac_high_max": "largest per-process high clip fraction (TRL only)",
+    "stats/entropy": "mean token entropy of the policy on its completions (TRL only)",
+    "stats/grad_norm": "gradient norm before clipping (TRL only)",
+    "completion/<stat>": "TRL's completion statistics: min/max/mean length, clipped ratio, ... (TRL only)",
 }
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""One naming scheme: every key a trainer logs is documented in sdpo_kit.metrics.METRICS, and the
+TRL name map lands on documented keys; the sink writes, replays and calls back."""
+
+from __future__ import annotations
+
+import re
+
+from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.metrics import METRICS, TRL_TO_SDPO, MetricsSink, metrics_from_trl_logs, read_jsonl
+from sdpo_kit.rewards import exact_match_reward
+from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
+
+
+def documented(key: str) -> bool:
+    """A key of METRICS, or an instance of one of its <name> / <stat> patterns."""
+    for pattern in METRICS:
+        if re.fullmatch(re.sub(r"<\w+>", "[^/]+", re.escape(pattern)), key):
+            return True
+    return False
+
+
+def test_every_key_the_scratch_loop_logs_is_documented():
+    """A GRPOLoop row (beta > 0, eval on) carries only keys METRICS names."""
+    tok = build_tokenizer()
+    task = ArithmeticTask(n_eval=8)
+    rows, heldout = task.splits()
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [exact_match_reward()], rows,
+                    GRPOConfig(max_steps=1, prompts_per_step=2, num_generations=2, beta=0.1, max_completion_length=2),
+                    eval_fn=lambda m: task.evaluate(m, tok, heldout))
+    keys = {k for row in loop.train() for k in row}
+    assert {"loss/policy", "loss/kl", "stats/share_prompt", "eval/accuracy", "reward/exact_match"} <= keys
+    assert not [k for k in keys if not documented(k)]
+
+
+def test_trl_names_map_onto_documented_keys():
+    """Every TRL name we map, and TRL's per-function and completion stats, land on METRICS keys."""
+    assert not [v for v in TRL_TO_SDPO.values() if not documented(v)]
+    row = metrics_from_trl_logs({"rewards/exact_match/mean": 0.5, "rewards/exact_match/std": 0.1,
+                                 "completions/max_length": 4, "reward": 0.5}, step=3)
+    assert row == {"reward/exact_match": 0.5, "reward/exact_match/std": 0.1, "completion/max_length": 4,
+                   "reward/mean": 0.5, "step": 3}
+    assert all(documented(k) for k in row)
+    assert not documented("reward/mean/typo") and not documented("stats/made_up")
+
+
+def test_sink_writes_replays_and_calls_back(tmp_path):
+    """start(rows) rewrites metrics.jsonl with earlier rows (a resumed run's), log() appends and
+    calls every callback with the new row only."""
+    seen = []
+    sink = MetricsSink(tmp_path, [seen.append])
+    sink.start([{"step": 0, "eval/accuracy": 0.5}])
+    sink.log({"step": 1, "loss": 0.1})
+    assert read_jsonl(tmp_path / "metrics.jsonl") == [{"step": 0, "eval/accuracy": 0.5}, {"step": 1, "loss": 0.1}]
+    assert seen == [{"step": 1, "loss": 0.1}] and sink.history[-1] == {"step": 1, "loss": 0.1}
+    sink.start()
+    assert read_jsonl(tmp_path / "metrics.jsonl") == [] and sink.history == []
