@@ -77,3 +77,22 @@ def test_completion_mask_from_eos_takes_one_id_or_a_list():
     ids = torch.tensor([[5, 3, 9, 3], [9, 9, 9, 9], [5, 5, 5, 3]])
     assert completion_mask_from_eos(ids, 3).tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
     assert completion_mask_from_eos(ids, [3, 5]).tolist() == [[1, 0, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
+
+
+def test_top_k_reaches_both_backends(tok, tmp_path):
+    """trainer.top_k / top_p (TRL's names, default 0 / 1.0: plain sampling) reach the scratch
+    sampler (top_k=1 makes every completion of a group the greedy one) and TRL's GRPOConfig."""
+    from sdpo_kit.config import config_from_dict
+    from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
+    from sdpo_kit.trainers.trl_grpo import grpo_args
+
+    rows = [{"prompt": p, "answer": "0"} for p in PROMPTS]
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [lambda prompts, completions, **kw: [0.0] * len(completions)], rows,
+                    GRPOConfig(prompts_per_step=3, num_generations=4, max_completion_length=6, top_k=1))
+    ro, _, _ = loop.rollout(rows)
+    groups = [ro.texts[i:i + 4] for i in range(0, 12, 4)]
+    assert all(len(set(g)) == 1 for g in groups)
+    trl = config_from_dict({"backend": "trl", "trainer": {"top_k": 20, "top_p": 0.9}}).trainer
+    assert (trl.top_k, trl.top_p) == (20, 0.9)
+    args = grpo_args("cpu", tmp_path, top_k=20, top_p=0.9)
+    assert (args["top_k"], args["top_p"]) == (20, 0.9)

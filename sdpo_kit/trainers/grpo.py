@@ -47,6 +47,8 @@ class GRPOSettings(RunConfig):
     num_generations: int = 8          # G
     num_iterations: int = 1           # mu: optimisation passes over each batch
     temperature: float = 1.0
+    top_k: int = 0                    # 0: no top-k; with top-k / top-p the samples leave the loss's pi (as in TRL)
+    top_p: float = 1.0
     max_completion_length: int = 8
     epsilon: float = 0.2
     epsilon_high: float | None = None
@@ -60,6 +62,8 @@ class GRPOSettings(RunConfig):
             raise ValueError("num_generations must be >= 2: a group of one has no baseline")
         if self.num_iterations < 1 or self.max_completion_length < 1 or self.temperature <= 0:
             raise ValueError("num_iterations and max_completion_length must be >= 1, temperature > 0")
+        if self.top_k < 0 or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_k must be >= 0 and top_p in (0, 1], got {self.top_k}, {self.top_p}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         if self.scale_rewards not in SCALE_REWARDS:
@@ -125,7 +129,7 @@ class GRPOLoop(ScratchTrainer):
         cfg, G = self.config, self.config.num_generations
         prompts = [r["prompt"] for r in rows]
         ro = sample(self.model, self.tokenizer, prompts, max_new_tokens=cfg.max_completion_length,
-                    temperature=cfg.temperature, num_return_sequences=G)
+                    temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, num_return_sequences=G)
         chat = not isinstance(prompts[0], str)
         completions = [[{"role": "assistant", "content": t}] if chat else t for t in ro.texts]
         columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
