@@ -58,6 +58,7 @@ bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), th
 	$(BIN)/python benchmarks/bench_speed.py
 	$(BIN)/python benchmarks/bench_demo.py
 	$(BIN)/python benchmarks/bench_demo.py --set trainer.lr_scheduler_type=constant --name demo_constant_lr
+	$(BIN)/python benchmarks/bench_demo.py --set trainer.top_k=50 --name demo_top_k50
 	$(BIN)/python benchmarks/bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start
 	$(BIN)/python benchmarks/bench_notebooks.py
 	$(BIN)/python benchmarks/bench_notebooks.py --full

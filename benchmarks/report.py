@@ -133,6 +133,7 @@ BLOCKS = {
     "demo": ("demo", demo),
     "demo-constant-lr": ("demo_constant_lr", demo_variant),
     "demo-copy-warm-start": ("demo_copy_warm_start", demo_variant),
+    "demo-top-k50": ("demo_top_k50", demo_variant),
     "notebooks-smoke": ("notebooks_smoke", notebooks),
     "notebooks-full": ("notebooks_full", notebooks),
     "lab": ("lab", lab),
@@ -143,7 +144,8 @@ MAKERS = {"speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke":
           "notebooks_full": "bench_notebooks.py --full", "lab": "bench_lab.py",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
           "trainer.lr_scheduler_type=constant --name demo_constant_lr",
-          "demo_copy_warm_start": "bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start"}
+          "demo_copy_warm_start": "bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start",
+          "demo_top_k50": "bench_demo.py --set trainer.top_k=50 --name demo_top_k50"}
 
 
 def render_block(name: str) -> str:
