@@ -46,7 +46,7 @@ def _parse_set(items) -> dict:
 
 def _set_threads(n: int, model_name: str) -> int:
     """torch CPU threads: the config's count; else 1 for the tiny lab (its matmuls are too small
-    to split: on 2 cores one thread ran the demo 2.5x faster than two), all cores up to 4 otherwise."""
+    to split: one thread runs the demo faster than two), all cores up to 4 otherwise."""
     import torch
 
     n = n or (1 if model_name == "tiny-lab" else min(4, os.cpu_count() or 1))
