@@ -2,9 +2,10 @@
 
     common.py   per-token log-probs, masked reductions, KL estimators k1 / k2 / k3
     grpo.py     group-relative advantages, the four aggregations, ``grpo_loss``
+    vapor.py    VAPOR: ``preference_log_term``, ``vapor_loss``, ``preference_dpo_loss``
 
 Every public name is re-exported here: ``from sdpo_kit.losses import grpo_loss``.
-Later tracks add ``vapor.py``, ``sdpo.py`` and ``ppo.py`` beside them.
+Later tracks add ``sdpo.py`` and ``ppo.py`` beside them.
 """
 
 from .common import (
@@ -18,8 +19,10 @@ from .common import (
     token_logprobs,
 )
 from .grpo import LOSS_TYPES, SCALE_REWARDS, aggregate_loss, group_advantages, grpo_loss
+from .vapor import preference_dpo_loss, preference_log_term, vapor_loss
 
 __all__ = [
     "CHUNK_ELEMENTS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate_loss", "check_same_shape", "group_advantages",
-    "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "masked_mean", "masked_sum", "token_logprobs",
+    "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "masked_mean", "masked_sum", "preference_dpo_loss",
+    "preference_log_term", "token_logprobs", "vapor_loss",
 ]
