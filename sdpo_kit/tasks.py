@@ -236,10 +236,45 @@ class ArithmeticTask:
         return n + (len("<answer></answer>") if self.tagged else 0) + 2
 
 
+PREFERENCE_COLUMNS = ("chosen", "rejected")
+
+
+def check_preference_rows(rows: list[dict], columns=PREFERENCE_COLUMNS) -> None:
+    """ValueError naming the row and the column when a preference row lacks ``chosen`` /
+    ``rejected`` or holds something that is not a non-empty string."""
+    for i, row in enumerate(rows):
+        for col in columns:
+            if col not in row:
+                raise ValueError(f"row {i}: column {col!r} is missing (a preference row needs {list(columns)})")
+            if not isinstance(row[col], str) or not row[col]:
+                raise ValueError(f"row {i}: column {col!r} must be a non-empty string, got {row[col]!r}")
+
+
+@dataclass
+class VaporArithmeticTask(ArithmeticTask):
+    """The tagged arithmetic task with one preference pair per prompt (VAPOR's data).
+
+    Rows add ``chosen`` (the well-formed completion with the right answer, ``<answer>9</answer>``)
+    and ``rejected`` (the same form with a near miss: the sum off by 1 or 2, as a model that
+    drops a carry writes). The near miss is drawn from ``seed`` and the question, so rows are
+    the same in every run."""
+
+    tagged: bool = True
+    name: str = field(init=False, default="vapor_arithmetic")
+
+    def row(self, operands) -> dict:
+        row = super().row(operands)
+        rng = random.Random(f"{self.seed}:{tuple(operands)}")
+        answer = int(row["answer"])
+        wrong = answer + rng.choice([d for d in (-2, -1, 1, 2) if answer + d >= 0])
+        return {**row, "chosen": self.format_answer(str(answer)), "rejected": self.format_answer(str(wrong))}
+
+
 # name -> factory; a later track registers its task here (one line)
 TASKS = {
     "arithmetic": ArithmeticTask,
     "tagged_arithmetic": functools.partial(ArithmeticTask, tagged=True),
+    "vapor_arithmetic": VaporArithmeticTask,
 }
 TASKS["tagged"] = TASKS["tagged_arithmetic"]  # short alias
 

@@ -100,3 +100,33 @@ def test_a_signature_declared_column_is_checked_before_training():
     rows = [{"prompt": "1+1=", "answer": "2"}]
     with pytest.raises(ValueError, match="'target'"):
         GRPOLoop(model, tok, [target_reward], rows, GRPOConfig(max_steps=1, prompts_per_step=1))
+
+
+def test_vapor_task_rows_have_a_seeded_preference_pair():
+    """vapor_arithmetic: tagged rows with chosen (right answer, well formed) and rejected (the same
+    form, a near miss off by 1 or 2), the same in every run; the reward prefers chosen."""
+    from sdpo_kit.tasks import VaporArithmeticTask, check_preference_rows
+
+    task = make_task("vapor_arithmetic", n_eval=20)
+    assert isinstance(task, VaporArithmeticTask) and task.tagged and isinstance(task, Task)
+    train, heldout = task.splits()
+    check_preference_rows(train + heldout)
+    for r in train[:100]:
+        assert r["chosen"] == f"<answer>{r['answer']}</answer>"
+        wrong = int(r["rejected"][len("<answer>"):-len("</answer>")])
+        assert 1 <= abs(wrong - int(r["answer"])) <= 2 and wrong >= 0
+        assert task.reward(None, [r["chosen"], r["rejected"]], answer=[r["answer"]] * 2) == [1.0, 0.0]
+    assert make_task("vapor_arithmetic", n_eval=20).splits() == (train, heldout)
+
+
+@pytest.mark.parametrize("row,message", [
+    ({"prompt": "q", "rejected": "<answer>1</answer>"}, "row 1: column 'chosen' is missing"),
+    ({"prompt": "q", "chosen": "<answer>1</answer>", "rejected": 7}, "row 1: column 'rejected' must be a non-empty string"),
+    ({"prompt": "q", "chosen": "", "rejected": "x"}, "row 1: column 'chosen'"),
+])
+def test_bad_preference_rows_name_the_row_and_column(row, message):
+    from sdpo_kit.tasks import check_preference_rows
+
+    good = {"prompt": "q", "chosen": "<answer>1</answer>", "rejected": "<answer>2</answer>"}
+    with pytest.raises(ValueError, match=message):
+        check_preference_rows([good, row])
