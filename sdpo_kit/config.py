@@ -62,7 +62,16 @@ class Config:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["model"] = asdict(self.model)
         out["trainer"] = {k: v for k, v in asdict(self.trainer).items() if k != "output_dir"} if self.trainer else {}
-        return out
+        return _plain(out)
+
+
+def _plain(x):
+    """Tuples as lists, recursively (YAML's safe dumper writes lists, not tuples)."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
 
 
 def _coerce(value, hint, where: str):

@@ -36,6 +36,13 @@ METRICS: dict[str, str] = {
     "completion/mean_length": "mean completion length in tokens, eos included",
     "time/step_s": "wall seconds of the step (evaluation excluded)",
     "eval/accuracy": "held-out greedy accuracy (step 0, every eval_every steps, the last step)",
+    # VAPOR (trainers/vapor_loop.py, trainers/vapor.py); stats/ratio_mean is then the mean h
+    "vapor/preference_term": "mean P = exp(log P) over the pairs whose preference spans were found",
+    "vapor/log_preference": "mean log P = preference_beta x DPO margin vs the reference, found pairs",
+    "vapor/verifiable_ratio": "mean v = exp(mean span log-ratio to pi_old); 1 where no span",
+    "vapor/span_found_frac": "fraction of completions with a verifiable span",
+    "vapor/preference_found_frac": "fraction of pairs whose chosen and rejected spans were both found",
+    "loss/dpo": "the additive variant's DPO loss -log sigmoid(log P) (before preference_weight)",
     # logged by the TRL backend only (TRL computes them; the scratch loop does not)
     "reward/<name>/std": "std of one reward function (TRL only)",
     "stats/clip_frac_low_min": "smallest per-process low clip fraction (TRL only)",

@@ -6,6 +6,7 @@
     grpo.py        GRPO from scratch (GRPOSettings, GRPOConfig, GRPOLoop)
     trl_base.py    what every TRL-backed trainer shares (presets, metrics callback, resume)
     trl_grpo.py    GRPO on trl.GRPOTrainer (TRLGRPOConfig, build_trl_grpo_trainer)
+    vapor_loop.py  VAPOR from scratch (VAPORFields, VAPORLoopConfig, VAPORLoop); vapor_parts.py its pieces
     registry.py    (algorithm, backend) -> config class, build, run
 
 The registrations below are the whole list; a new algorithm adds its lines here.
@@ -16,5 +17,7 @@ from .registry import TRAINERS, algorithms, backends, get_trainer, register
 register("grpo", "scratch", config="sdpo_kit.trainers.grpo:GRPOConfig", build="sdpo_kit.trainers.grpo:GRPOLoop")
 register("grpo", "trl", config="sdpo_kit.trainers.trl_grpo:TRLGRPOConfig",
          build="sdpo_kit.trainers.trl_grpo:build_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
+register("vapor", "scratch", config="sdpo_kit.trainers.vapor_loop:VAPORLoopConfig",
+         build="sdpo_kit.trainers.vapor_loop:VAPORLoop")
 
 __all__ = ["TRAINERS", "algorithms", "backends", "get_trainer", "register"]
