@@ -14,13 +14,14 @@ The brief's budget for smoke mode: 15 minutes on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import time
 from pathlib import Path
 
 import nbformat
-from _common import RESULTS, ROOT, machine, table, write_results
+from _common import RESULTS, ROOT, command, git_commit, machine, table, write_results
 from nbclient import NotebookClient
 
 MARK = "SDPO_KIT_RESULTS "
@@ -55,7 +56,8 @@ def main():
         previous = {r["notebook"]: r for r in json.loads((RESULTS / f"{name}.json").read_text())["runs"]}
     for p in paths:
         seconds, results = run_notebook(p)
-        previous[p.stem] = {"notebook": p.stem, "wall_s": round(seconds, 1), "results": results}
+        previous[p.stem] = {"notebook": p.stem, "wall_s": round(seconds, 1), "results": results,
+                            "command": command(), "date": dt.date.today().isoformat(), "commit": git_commit()}
         print(f"{p.name}: {seconds:.1f} s; RESULTS = {results}", flush=True)
     runs = [previous[k] for k in sorted(previous)]
     total = sum(r["wall_s"] for r in runs)

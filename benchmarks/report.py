@@ -122,8 +122,9 @@ def notebook_reference(nb: str):
         if run is None or not run.get("results"):
             return f"(no full-size run of notebook {nb} recorded yet: `python benchmarks/bench_notebooks.py --full`)"
         rows = [[k.replace("_", " "), fmt(v)] for k, v in run["results"].items()]
+        own = {**res, **{k: run[k] for k in ("command", "date", "commit") if k in run}}  # this notebook's run
         return "\n".join([md_table(["figure", "value"], rows), "",
-                          f"Full size in {run['wall_s']:.0f} s. {provenance(res)}"])
+                          f"Full size in {run['wall_s']:.0f} s. {provenance(own)}"])
     return render
 
 
