@@ -7,6 +7,7 @@
     trl_base.py    what every TRL-backed trainer shares (presets, metrics callback, resume)
     trl_grpo.py    GRPO on trl.GRPOTrainer (TRLGRPOConfig, build_trl_grpo_trainer)
     vapor_loop.py  VAPOR from scratch (VAPORFields, VAPORLoopConfig, VAPORLoop); vapor_parts.py its pieces
+    vapor.py       VAPOR on TRL (VAPORConfig(trl.GRPOConfig), VAPORTrainer(trl.GRPOTrainer))
     registry.py    (algorithm, backend) -> config class, build, run
 
 The registrations below are the whole list; a new algorithm adds its lines here.
@@ -19,5 +20,7 @@ register("grpo", "trl", config="sdpo_kit.trainers.trl_grpo:TRLGRPOConfig",
          build="sdpo_kit.trainers.trl_grpo:build_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
 register("vapor", "scratch", config="sdpo_kit.trainers.vapor_loop:VAPORLoopConfig",
          build="sdpo_kit.trainers.vapor_loop:VAPORLoop")
+register("vapor", "trl", config="sdpo_kit.trainers.vapor:TRLVAPORConfig",
+         build="sdpo_kit.trainers.vapor:build_vapor_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
 
 __all__ = ["TRAINERS", "algorithms", "backends", "get_trainer", "register"]

@@ -62,13 +62,14 @@ class TRLGRPOConfig(GRPOSettings):
         resolve_preset(self.preset)  # raises on an unknown preset
 
 
-def _trl_fields() -> set[str]:
-    from trl import GRPOConfig
+def _trl_fields(args_class=None) -> set[str]:
+    if args_class is None:
+        from trl import GRPOConfig as args_class
 
-    return {f.name for f in dataclasses.fields(GRPOConfig)}
+    return {f.name for f in dataclasses.fields(args_class)}
 
 
-def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", **overrides) -> dict:
+def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_class=None, **overrides) -> dict:
     """GRPOConfig keyword arguments from a preset, our defaults and ``overrides``.
 
     ``overrides`` take TRL's names and ours: ``prompts_per_step`` becomes
@@ -76,10 +77,13 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", **override
     (one optimizer step sees prompts_per_step x G completions, as in the scratch loop);
     ``max_steps`` and ``save_steps`` count sdpo_kit steps (sampled batches; TRL counts each of
     the mu passes); ``eval_every`` is dropped here (``MetricsCallback`` uses it). Unknown names raise.
+    ``args_class``: the TRL config class the names are checked against (default ``trl.GRPOConfig``;
+    a subclass such as ``VAPORConfig`` adds its fields).
     """
-    unknown = set(overrides) - _trl_fields() - set(OURS_ONLY)
+    unknown = set(overrides) - _trl_fields(args_class) - set(OURS_ONLY)
     if unknown:
-        raise ValueError(f"unknown GRPO option(s) {sorted(unknown)}: neither trl.GRPOConfig fields "
+        name = args_class.__name__ if args_class is not None else "trl.GRPOConfig"
+        raise ValueError(f"unknown GRPO option(s) {sorted(unknown)}: neither {name} fields "
                          f"nor sdpo_kit names {list(OURS_ONLY)}")
     args = {**BASE_ARGS, **DEFAULT_ARGS, **resolve_preset(preset), "output_dir": str(output_dir)}
     overrides = {k: v for k, v in overrides.items() if v is not None or k == "epsilon_high"}
@@ -112,7 +116,8 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", **override
 def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, preset: str = "cpu",
                            eval_fn: Callable | None = None, output_dir="runs/trl_grpo",
                            callbacks: Sequence = (), eval_every: int = 0, verbose: bool = True,
-                           reward_weights: Sequence[float] | None = None, **grpo_overrides):
+                           reward_weights: Sequence[float] | None = None, trainer_class=None, args_class=None,
+                           **grpo_overrides):
     """A ``trl.GRPOTrainer`` for ``model`` with sdpo_kit's rewards, presets and metrics file.
 
     Args:
@@ -126,6 +131,8 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
         callbacks: ``TrainerCallback`` instances go to the trainer; plain callables get each
             metrics row (the scratch loop's callback interface, e.g. a ``LivePlot``).
         verbose: False drops transformers' progress bar / log printer.
+        trainer_class, args_class: a ``GRPOTrainer`` subclass and its config class (VAPOR's);
+            default ``trl.GRPOTrainer`` / ``trl.GRPOConfig``, looked up now.
         grpo_overrides: ``GRPOConfig`` fields or our names (see ``grpo_args``).
 
     The trainer's ``metrics_callback.history`` (also ``trainer.history``) holds the rows
@@ -134,18 +141,20 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     import datasets
     from trl import GRPOConfig, GRPOTrainer  # looked up now: Unsloth may have patched trl since import
 
+    trainer_class, args_class = trainer_class or GRPOTrainer, args_class or GRPOConfig
+
     if isinstance(train_dataset, list):
         train_dataset = datasets.Dataset.from_list(train_dataset)
     reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
     check_columns(train_dataset.column_names, reward_funcs)
-    args = grpo_args(preset, output_dir, **grpo_overrides)
+    args = grpo_args(preset, output_dir, args_class=args_class, **grpo_overrides)
     check_trl_runs_on("cpu" if args.get("use_cpu") or not torch.cuda.is_available() else "cuda")
     if reward_weights is not None:
         args["reward_weights"] = list(reward_weights)
     trainer_cbs, sinks = split_callbacks(callbacks)
     metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1)
-    trainer = GRPOTrainer(
-        model=model, reward_funcs=[checked(f) for f in reward_funcs], args=GRPOConfig(**args),
+    trainer = trainer_class(
+        model=model, reward_funcs=[checked(f) for f in reward_funcs], args=args_class(**args),
         train_dataset=train_dataset, processing_class=tokenizer, callbacks=[metrics_cb, *trainer_cbs],
     )
     if not verbose:
@@ -157,12 +166,15 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
 
 def build_from_config(model, tokenizer, reward_funcs, train_rows, config: TRLGRPOConfig, *,
                       eval_fn: Callable | None = None, callbacks: Sequence = (),
-                      reward_weights: Sequence[float] | None = None, verbose: bool = False):
-    """``build_trl_grpo_trainer`` from a ``TRLGRPOConfig`` (what the CLI and the registry call)."""
-    knobs = {f.name: getattr(config, f.name) for f in dataclasses.fields(GRPOSettings)}
+                      reward_weights: Sequence[float] | None = None, verbose: bool = False,
+                      trainer_class=None, args_class=None):
+    """``build_trl_grpo_trainer`` from a ``TRLGRPOConfig`` (what the CLI and the registry call).
+    Every field of the config except ``preset`` and ``trl_args`` is a TRL argument (ours mapped)."""
+    knobs = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in ("preset", "trl_args")}
     output_dir = knobs.pop("output_dir") or "runs/trl_grpo"
     eval_every = knobs.pop("eval_every")
     return build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_rows, preset=config.preset,
                                   eval_fn=eval_fn, output_dir=output_dir, callbacks=callbacks,
                                   eval_every=eval_every, verbose=verbose, reward_weights=reward_weights,
+                                  trainer_class=trainer_class, args_class=args_class,
                                   **{**knobs, **config.trl_args})
