@@ -100,3 +100,25 @@ def reference_span_logps(model, ref_model, batch: PreferenceBatch, temperature: 
     """``preference_span_logps`` under the reference (no gradients)."""
     with as_reference(model, ref_model) as ref:
         return preference_span_logps(ref, batch, temperature)
+
+
+@torch.no_grad()
+def preference_margin(model, tokenizer, rows: Sequence[dict], tags: Sequence[str], batch_size: int = 256) -> dict:
+    """Does the policy prefer chosen over rejected? Over ``rows`` (e.g. held-out pairs it never
+    saw): ``margin`` = mean of log pi(y_w) - log pi(y_l) (span sums, no reference) and
+    ``accuracy`` = fraction with a positive margin, over the pairs whose spans were found."""
+    from ..utils import eval_mode
+
+    margins = []
+    device = next(model.parameters()).device
+    with eval_mode(model):
+        for i in range(0, len(rows), batch_size):
+            chunk = rows[i:i + batch_size]
+            batch = preference_batch(tokenizer, [r["prompt"] for r in chunk], [r["chosen"] for r in chunk],
+                                     [r["rejected"] for r in chunk], tags, device)
+            chosen, rejected = preference_span_logps(model, batch)                            # (P,), (P,)
+            margins += [float(m) for m, f in zip((chosen - rejected).tolist(), batch.found.tolist()) if f]
+    if not margins:
+        return {"margin": 0.0, "accuracy": 0.0, "pairs": 0}
+    return {"margin": sum(margins) / len(margins), "accuracy": sum(m > 0 for m in margins) / len(margins),
+            "pairs": len(margins)}
