@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -115,6 +116,25 @@ def fresh_clone(res: dict) -> str:
         f"Inside `make test`: {detail}.", "", provenance(res)])
 
 
+def vapor(res: dict) -> str:
+    b, sp = res["summary"]["before"], res["summary"]["speed"]
+    rows = []
+    for variant in res["config"]["variants"]:
+        mine = [r for r in res["runs"] if r["variant"] == variant]
+        med = {k: statistics.median(r[k] for r in mine) for k in ("acc_after", "margin_after", "pref_acc_after", "wall_s")}
+        rows.append([f"`{variant}`", med["acc_after"], ", ".join(f"{r['acc_after']:.3f}" for r in mine),
+                     f"{med['margin_after']:.3f}", med["pref_acc_after"], f"{med['wall_s']:.0f}"])
+    acc0 = res["runs"][0]["acc_before"]
+    return "\n".join([
+        md_table(["variant", "held-out acc (median)", "per seed", "held-out margin", "pairs preferred right",
+                  "wall s"], rows), "",
+        f"Before training: held-out accuracy {acc0:.3f}, margin {b['margin']:.3f}, pairs preferred right "
+        f"{b['accuracy']:.3f} ({b['pairs']} held-out pairs). {res['config']['steps']} steps per run, seeds "
+        f"{fmt(res['config']['seeds'])}. Per step on TRL: `VAPORTrainer` {sp['VAPORTrainer']['median_s']:.3f} s, "
+        f"`GRPOTrainer` {sp['GRPOTrainer']['median_s']:.3f} s: **{res['summary']['vapor_over_grpo_s_per_step']:.2f}x**.",
+        "", provenance(res)])
+
+
 def notebook_reference(nb: str):
     """The reference figures of one notebook's full-size run (its RESULTS dict)."""
     def render(res: dict) -> str:
@@ -138,10 +158,11 @@ BLOCKS = {
     "notebooks-smoke": ("notebooks_smoke", notebooks),
     "notebooks-full": ("notebooks_full", notebooks),
     "lab": ("lab", lab),
+    "vapor": ("vapor", vapor),
     "fresh-clone": ("fresh_clone", fresh_clone),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
-MAKERS = {"speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
+MAKERS = {"vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
           "notebooks_full": "bench_notebooks.py --full", "lab": "bench_lab.py",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
           "trainer.lr_scheduler_type=constant --name demo_constant_lr",
@@ -164,7 +185,8 @@ def render_text(text: str) -> str:
 
 
 def targets() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs" / "concepts").glob("*.md")),
+            *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 
 def render_file(path: Path) -> tuple[str, str]:

@@ -93,7 +93,7 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
     """
     from .config import ConfigError, dump_config
     from .models import load_policy
-    from .plotting import LivePlot
+    from .plotting import LivePlot, panels_for
     from .rewards import make_reward
     from .tasks import make_task
     from .trainers import get_trainer
@@ -137,7 +137,7 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
         return acc
 
     def plot_for(png):
-        return LivePlot(png_path=png, every=max(1, min(tc.eval_every or 10, 25)))
+        return LivePlot(panels_for(cfg.algorithm), png_path=png, every=max(1, min(tc.eval_every or 10, 25)))
 
     plot = plot_for(out / "reward_curve.png")
     printer = ProgressPrinter(tc.max_steps, every=max(1, tc.max_steps // 20))

@@ -70,6 +70,20 @@ DEFAULT_PANELS: tuple[Panel, ...] = (
     Panel("eval accuracy", ("eval/accuracy",), markers=True, ylim=(-0.02, 1.02)),
 )
 
+# what an algorithm adds to the default dashboard (the CLI's live plot uses panels_for)
+ALGORITHM_PANELS: dict[str, tuple[Panel, ...]] = {
+    "vapor": (
+        Panel("VAPOR preference term P and ratio v", ("vapor/preference_term", "vapor/verifiable_ratio")),
+        Panel("VAPOR spans found", ("vapor/span_found_frac", "vapor/preference_found_frac"), ylim=(-0.02, 1.02)),
+    ),
+}
+
+
+def panels_for(algorithm: str) -> tuple[Panel, ...]:
+    """The default panels plus the algorithm's own (``ALGORITHM_PANELS``)."""
+    return DEFAULT_PANELS + ALGORITHM_PANELS.get(algorithm, ())
+
+
 _DPI = 100
 
 

@@ -131,3 +131,25 @@ def test_bad_shapes():
         vapor_loss(logp, old, span, adv, log_pref[:2], num_generations=4)
     with pytest.raises(ValueError):
         vapor_loss(logp, old[:, :3], span, adv, log_pref, num_generations=4)
+
+
+def test_the_preference_term_gets_no_gradient_on_policy_inside_the_clip():
+    """The analysis of docs/concepts/vapor.md: on-policy (v = 1) every completion of a prompt has
+    h = P, so d loss / d log P = -(1/B) P sum_i A_i = 0 (the group's advantages sum to 0) while
+    1 - epsilon < P < 1 + epsilon; outside the range only the clipped side's other half has a
+    gradient, and it pushes log P back towards the range (a margin the data already favours is
+    pulled down)."""
+    G = 4
+    logp = torch.randn(2 * G, 3, dtype=torch.float64)
+    span = torch.ones(2 * G, 3, dtype=torch.float64)
+    adv = group_advantages(torch.tensor([1.0, 0, 0, 1, 0, 1, 1, 1], dtype=torch.float64), G, scale_rewards="none")
+
+    def grad_at(value):
+        log_p = torch.full((2,), value, dtype=torch.float64, requires_grad=True)
+        loss, _ = vapor_loss(logp, logp.clone(), span, adv, log_p, num_generations=G)
+        return torch.autograd.grad(loss, log_p)[0]
+
+    for inside in (0.0, 0.1, -0.1):  # |log P| < log(1.2) = 0.182
+        assert grad_at(inside).abs().max() < 1e-15  # zero up to fp64 rounding of sum_i A_i
+    assert (grad_at(0.5) > 0).all()   # descent lowers log P: back towards 1 + epsilon
+    assert (grad_at(-0.5) < 0).all()  # descent raises log P: back towards 1 - epsilon

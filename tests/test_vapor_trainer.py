@@ -116,6 +116,10 @@ def test_config_and_cli(tmp_path):
     out = tmp_path / "run"
     assert cli.main(["train", str(CONFIGS / "vapor.yaml"), "--max-steps", "2", "--output-dir", str(out),
                      "--set", "task.n_eval=16", "--set", "trainer.prompts_per_step=2"]) == 0
+    from sdpo_kit.plotting import panels_for
+
+    assert {k for p in panels_for("vapor") for k in p.keys} >= {"vapor/preference_term", "vapor/verifiable_ratio"}
+    assert (out / "reward_curve.png").exists()
     assert load_config(out / "config.yaml") == load_config(CONFIGS / "vapor.yaml", {
         "trainer.max_steps": 2, "output_dir": str(out), "task.n_eval": 16, "trainer.prompts_per_step": 2})
 
