@@ -193,11 +193,8 @@ class GRPOLoop(ScratchTrainer):
                 loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
             )
             self.optimizer_step(loss)
-        std_per_group = rewards.view(-1, cfg.num_generations).std(1)                   # (B/G,)
         return {
-            "reward/mean": rewards.mean().item(),
-            "reward/std": rewards.std().item(),
-            **{f"reward/{reward_name(f)}": per_func[:, i].mean().item() for i, f in enumerate(self.reward_funcs)},
+            **self.batch_metrics(rewards, per_func, mask),
             "loss": loss.item(),
             "loss/policy": stats["policy_loss"].item(),
             "loss/kl": stats["kl"].item(),
@@ -205,6 +202,15 @@ class GRPOLoop(ScratchTrainer):
             "stats/clip_frac_low": stats["clip_frac_low"].item(),
             "stats/clip_frac_high": stats["clip_frac_high"].item(),
             "stats/ratio_mean": stats["ratio_mean"].item(),
+        }
+
+    def batch_metrics(self, rewards: torch.Tensor, per_func: torch.Tensor, mask: torch.Tensor) -> dict:
+        """The rows' keys about the sampled batch, whatever the loss: rewards, groups, lengths, lr."""
+        std_per_group = rewards.view(-1, self.config.num_generations).std(1)           # (B/G,)
+        return {
+            "reward/mean": rewards.mean().item(),
+            "reward/std": rewards.std().item(),
+            **{f"reward/{reward_name(f)}": per_func[:, i].mean().item() for i, f in enumerate(self.reward_funcs)},
             "stats/frac_zero_std": (std_per_group < 1e-6).float().mean().item(),
             "stats/learning_rate": self.learning_rate,
             "stats/share_prompt": float(self._share),

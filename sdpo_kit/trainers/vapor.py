@@ -38,7 +38,7 @@ from ..losses import kl_k3, masked_mean, preference_log_term
 from ..tasks import check_preference_rows
 from .checkpoint import is_peft
 from .trl_grpo import TRLGRPOConfig, build_from_config
-from .vapor_loop import VAPORFields, vapor_objective
+from .vapor_loop import VAPORFields, vapor_metrics, vapor_objective
 from .vapor_parts import PreferenceBatch, as_reference, completion_span_mask, preference_batch, preference_span_logps
 
 
@@ -148,14 +148,9 @@ class VAPORTrainer(GRPOTrainer):
             kl = masked_mean(kl_k3(logp, inputs["ref_per_token_logps"]), mask)                      # scalar
             loss = loss + self.beta * kl
             metrics["kl"].append(kl.item())
-        n = found.sum().clamp(min=1.0)
-        for key, value in {"vapor/preference_term": (torch.exp(log_pref.detach()) * found).sum() / n,
-                           "vapor/log_preference": (log_pref.detach() * found).sum() / n,
-                           "vapor/verifiable_ratio": stats["verifiable_ratio_mean"],
-                           "vapor/span_found_frac": stats["span_found_frac"],
-                           "vapor/preference_found_frac": found.mean(),
-                           "clip_ratio/region_mean": stats["clip_frac"], "clip_ratio/low_mean": stats["clip_frac_low"],
-                           "clip_ratio/high_mean": stats["clip_frac_high"], **extra}.items():
+        for key, value in {**vapor_metrics(log_pref, found, stats), **extra, "clip_ratio/region_mean": stats["clip_frac"],
+                           "clip_ratio/low_mean": stats["clip_frac_low"],
+                           "clip_ratio/high_mean": stats["clip_frac_high"]}.items():
             metrics[key].append(float(value))
         if mode == "train":  # TRL scales for gradient accumulation itself only in its own loss
             loss = loss / self.current_gradient_accumulation_steps

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import torch
 
 from ..losses import group_advantages, kl_k3, masked_mean, preference_dpo_loss, preference_log_term, vapor_loss
-from ..rewards import reward_name
 from ..tasks import check_preference_rows
 from .checkpoint import is_peft
 from .grpo import GRPOConfig, GRPOLoop
@@ -88,6 +87,19 @@ def vapor_objective(logp, old_logp, span_mask, advantages, log_preference, found
     return surrogate + config.preference_weight * dpo, stats, {"loss/dpo": dpo.item()}
 
 
+def vapor_metrics(log_preference: torch.Tensor, found: torch.Tensor, stats: dict) -> dict:
+    """VAPOR's own metric keys, the same on both backends; P and log P over the found pairs."""
+    n_found = found.sum().clamp(min=1.0)
+    log_p = log_preference.detach()                                                        # (P,)
+    return {
+        "vapor/preference_term": ((torch.exp(log_p) * found).sum() / n_found).item(),
+        "vapor/log_preference": ((log_p * found).sum() / n_found).item(),
+        "vapor/verifiable_ratio": stats["verifiable_ratio_mean"].item(),
+        "vapor/span_found_frac": stats["span_found_frac"].item(),
+        "vapor/preference_found_frac": found.mean().item(),
+    }
+
+
 class VAPORLoop(GRPOLoop):
     """The scratch VAPOR trainer; rows need ``prompt``, ``chosen``, ``rejected`` and the reward's columns."""
 
@@ -133,28 +145,15 @@ class VAPORLoop(GRPOLoop):
             if cfg.beta != 0.0:
                 loss = loss + cfg.beta * kl                                             # scalar
             self.optimizer_step(loss)
-        n_found = found.sum().clamp(min=1.0)
-        std_per_group = rewards.view(-1, G).std(1)                                     # (P,)
         return {
-            "reward/mean": rewards.mean().item(),
-            "reward/std": rewards.std().item(),
-            **{f"reward/{reward_name(f)}": per_func[:, i].mean().item() for i, f in enumerate(self.reward_funcs)},
+            **self.batch_metrics(rewards, per_func, mask),
             "loss": loss.item(),
             "loss/policy": policy_loss.item(),
             "loss/kl": kl.item(),
             **extra,
-            # over the pairs whose spans were found (P = 1 elsewhere)
-            "vapor/preference_term": ((torch.exp(log_pref.detach()) * found).sum() / n_found).item(),
-            "vapor/log_preference": ((log_pref.detach() * found).sum() / n_found).item(),
-            "vapor/verifiable_ratio": stats["verifiable_ratio_mean"].item(),
-            "vapor/span_found_frac": stats["span_found_frac"].item(),
-            "vapor/preference_found_frac": found.mean().item(),
+            **vapor_metrics(log_pref, found, stats),
             "stats/clip_frac": stats["clip_frac"].item(),
             "stats/clip_frac_low": stats["clip_frac_low"].item(),
             "stats/clip_frac_high": stats["clip_frac_high"].item(),
             "stats/ratio_mean": stats["h_mean"].item(),
-            "stats/frac_zero_std": (std_per_group < 1e-6).float().mean().item(),
-            "stats/learning_rate": self.learning_rate,
-            "stats/share_prompt": float(self._share),
-            "completion/mean_length": mask.sum(1).float().mean().item(),
         }
