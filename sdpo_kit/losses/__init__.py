@@ -3,9 +3,10 @@
     common.py   per-token log-probs, masked reductions, KL estimators k1 / k2 / k3
     grpo.py     group-relative advantages, the four aggregations, ``grpo_loss``
     vapor.py    VAPOR: ``preference_log_term``, ``vapor_loss``, ``preference_dpo_loss``
+    sdpo.py     SDPO: ``sdpo_loss`` (self-distillation, equal to trl.experimental.sdpo), ``generalized_jsd``
 
 Every public name is re-exported here: ``from sdpo_kit.losses import grpo_loss``.
-Later tracks add ``sdpo.py`` and ``ppo.py`` beside them.
+The PPO track adds ``ppo.py`` beside them.
 """
 
 from .common import (
@@ -19,10 +20,12 @@ from .common import (
     token_logprobs,
 )
 from .grpo import LOSS_TYPES, SCALE_REWARDS, aggregate_loss, group_advantages, grpo_loss
+from .sdpo import SDPO_MODES, add_tail_bucket, generalized_jsd, sdpo_loss, sdpo_per_token_loss
 from .vapor import preference_dpo_loss, preference_log_term, vapor_loss
 
 __all__ = [
     "CHUNK_ELEMENTS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate_loss", "check_same_shape", "group_advantages",
     "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "masked_mean", "masked_sum", "preference_dpo_loss",
-    "preference_log_term", "token_logprobs", "vapor_loss",
+    "preference_log_term", "token_logprobs", "vapor_loss", "SDPO_MODES", "add_tail_bucket", "generalized_jsd",
+    "sdpo_loss", "sdpo_per_token_loss",
 ]
