@@ -91,6 +91,23 @@ def is_correct(completion, answer, tagged: bool = False) -> bool:
     return answers_match(extract_answer(completion, tagged), answer)
 
 
+def arithmetic_feedback(completion, answer, tagged: bool = False) -> str:
+    """Feedback on a sum: "" when right; else whether the answer is missing, not a number, too
+    large or too small ("Your answer 12 is too large; the sum is smaller.")."""
+    if is_correct(completion, answer, tagged):
+        return ""
+    got = extract_answer(completion, tagged)
+    if got is None:
+        return ("Your reply has no <answer>...</answer> with a number in it." if tagged
+                else "Your reply is empty; write the sum as a number.")
+    try:
+        value, target = int(normalise_answer(got)), int(normalise_answer(answer))
+    except ValueError:
+        return f"Your answer {got!r} is not a whole number."
+    side = "too large; the sum is smaller" if value > target else "too small; the sum is larger"
+    return f"Your answer {value} is {side}."
+
+
 @runtime_checkable
 class Task(Protocol):
     """What the trainers, the CLI and the evaluators need from a task (see the module docstring)."""
@@ -199,6 +216,10 @@ class ArithmeticTask:
     def reward(self, prompts, completions, answer, **kwargs) -> list[float]:
         """TRL reward signature: 1.0 for the right answer, else 0.0 (``is_correct``)."""
         return [float(self.is_correct(c, a)) for c, a in zip(completions, answer)]
+
+    def feedback(self, completion, answer) -> str:
+        """What a checker would tell a wrong answer (SDPO's feedback); "" for a right one."""
+        return arithmetic_feedback(completion, answer, self.tagged)
 
     # --- warm-start rows ----------------------------------------------------------------
     def sft_rows(self, rows: list[dict], copy_fraction: float = 0.3, seed: int = 0) -> list[dict]:

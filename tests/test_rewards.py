@@ -19,6 +19,7 @@ from sdpo_kit.losses import group_advantages
 from sdpo_kit.rewards import (
     REWARD_TYPES,
     answer_likelihood_reward,
+    call_reward,
     coverage_weighted_ce_reward,
     exact_match_reward,
     format_and_match_reward,
@@ -461,13 +462,13 @@ def test_make_reward_builds_every_type(model, tok):
     names = {"exact_match": "exact_match", "tagged_exact_match": "tagged_exact_match",
              "tag_format": "answer_format", "format_and_match": "format_and_match",
              "inverse_loss": "inverse_loss", "supervised": "coverage_ce", "coverage_ce": "coverage_ce",
-             "answer_likelihood": "answer_likelihood"}
+             "answer_likelihood": "answer_likelihood", "feedback": "feedback"}
     assert set(REWARD_TYPES) == set(names)
     for rtype, name in names.items():
         for cfg in (rtype, {"type": rtype}):
             (fn,) = make_reward(cfg, model=model, tokenizer=tok)
             assert reward_name(fn) == name
-            out = fn(prompts=PROMPTS[:2], completions=["<answer>9</answer>", "19"], answer=["9", "9"])
+            out = call_reward(fn, PROMPTS[:2], ["<answer>9</answer>", "19"], answer=["9", "9"])
             assert len(out) == 2 and all(math.isfinite(v) for v in out)
     fns = make_reward([{"type": "exact_match"}, "tag_format", {"type": "inverse_loss", "scorer": "frozen"}],
                       model=model, tokenizer=tok)

@@ -16,9 +16,11 @@ from .core import (
     RewardError,
     RewardFunc,
     call_reward,
+    call_reward_with_feedback,
     check_columns,
     checked,
     compute_rewards,
+    compute_rewards_with_feedback,
     required_columns,
     reward_name,
 )
@@ -30,11 +32,12 @@ from .model_scored import (
     inverse_loss_reward,
 )
 from .registry import REWARD_BUILDERS, REWARD_TYPES, make_reward
-from .verifiable import exact_match_reward, format_and_match_reward, tag_format_reward
+from .verifiable import exact_match_reward, feedback_reward, format_and_match_reward, tag_format_reward
 
 __all__ = [
     "ANSWER_SEPARATOR", "REWARD_BUILDERS", "REWARD_TYPES", "SCORERS", "TRL_REWARD_KWARGS", "RewardError",
-    "RewardFunc", "answer_likelihood_reward", "call_reward", "check_columns", "checked", "compute_rewards",
-    "coverage_weighted_ce_reward", "exact_match_reward", "format_and_match_reward", "inverse_loss_reward",
+    "RewardFunc", "answer_likelihood_reward", "call_reward", "call_reward_with_feedback", "check_columns", "checked",
+    "compute_rewards", "compute_rewards_with_feedback",
+    "coverage_weighted_ce_reward", "exact_match_reward", "feedback_reward", "format_and_match_reward", "inverse_loss_reward",
     "make_reward", "required_columns", "reward_name", "tag_format_reward",
 ]

@@ -8,7 +8,9 @@ attribute; ``check_columns`` turns a missing one into an error naming both, befo
 
 ``call_reward`` / ``checked`` turn a reward that raises, returns the wrong count, or NaN / inf
 into a ``RewardError`` naming it (the scratch loop and the TRL path alike);
-``compute_rewards`` scores with several functions and their weights.
+``compute_rewards`` scores with several functions and their weights. A reward may return
+``{"score": ..., "feedback": ...}`` dicts instead of floats: the scores are the rewards, the
+texts feed SDPO's teacher (``compute_rewards_with_feedback``).
 """
 
 from __future__ import annotations
@@ -68,11 +70,13 @@ class RewardError(RuntimeError):
     """A reward function raised, or returned something that is not a finite float per completion."""
 
 
-def call_reward(fn: RewardFunc, prompts, completions, **columns) -> list[float]:
-    """Call one reward function and check what it returns.
+def call_reward_with_feedback(fn: RewardFunc, prompts, completions, **columns) -> tuple[list[float], list[str | None]]:
+    """Call one reward function; (scores, feedbacks), one of each per completion.
 
-    Raises ``RewardError`` naming the function when it raises (the original traceback is
-    chained), returns the wrong number of values, or returns NaN / inf.
+    A reward returns floats, or dicts ``{"score": float, "feedback": str}`` (feedback optional:
+    text for the SDPO teacher's reprompt, e.g. "Your answer 12 is too large"). Raises
+    ``RewardError`` naming the function when it raises (the original traceback is chained),
+    returns the wrong number of values, a dict without ``score``, or NaN / inf.
     """
     name = reward_name(fn)
     try:
@@ -82,21 +86,36 @@ def call_reward(fn: RewardFunc, prompts, completions, **columns) -> list[float]:
     values = list(values)
     if len(values) != len(completions):
         raise RewardError(f"reward function {name!r} returned {len(values)} values for {len(completions)} completions")
-    out = []
+    scores, feedbacks = [], []
     for i, v in enumerate(values):
+        feedback = None
+        if isinstance(v, dict):
+            if "score" not in v:
+                raise RewardError(f"reward function {name!r} returned a dict without 'score' for completion {i}: {v!r}")
+            v, feedback = v["score"], v.get("feedback")
         v = float("nan") if v is None else float(v)
         if not math.isfinite(v):
             raise RewardError(f"reward function {name!r} returned {v} for completion {i}: {completions[i]!r}")
-        out.append(v)
-    return out
+        scores.append(v)
+        feedbacks.append(feedback if isinstance(feedback, str) and feedback.strip() else None)
+    return scores, feedbacks
 
 
-def checked(fn: RewardFunc) -> RewardFunc:
-    """Wrap ``fn`` so TRL's trainer gets the same named errors as the scratch loop."""
+def call_reward(fn: RewardFunc, prompts, completions, **columns) -> list[float]:
+    """``call_reward_with_feedback``'s scores only (feedback dicts are accepted and their text dropped)."""
+    return call_reward_with_feedback(fn, prompts, completions, **columns)[0]
+
+
+def checked(fn: RewardFunc, feedback_sink: list | None = None) -> RewardFunc:
+    """Wrap ``fn`` so TRL's trainer gets the same named errors as the scratch loop, and floats
+    (a feedback reward's texts go to ``feedback_sink``, replaced on each call, when given)."""
 
     @functools.wraps(fn)
     def wrapper(prompts, completions, **columns):
-        return call_reward(fn, prompts, completions, **columns)
+        scores, feedbacks = call_reward_with_feedback(fn, prompts, completions, **columns)
+        if feedback_sink is not None:
+            feedback_sink[:] = feedbacks
+        return scores
 
     wrapper.__name__ = reward_name(fn)
     return wrapper
@@ -108,10 +127,18 @@ def compute_rewards(reward_funcs: Sequence[RewardFunc], prompts, completions, co
 
     Returns ``(total, per_func)``: (B,) weighted sum and (B, F) one column per function.
     """
-    per_func = torch.tensor(
-        [call_reward(fn, prompts, completions, **columns) for fn in reward_funcs], dtype=torch.float32
-    ).T                                                                        # (B, F)
+    total, per_func, _ = compute_rewards_with_feedback(reward_funcs, prompts, completions, columns, weights)
+    return total, per_func
+
+
+def compute_rewards_with_feedback(reward_funcs: Sequence[RewardFunc], prompts, completions, columns: dict,
+                                  weights: Sequence[float] | None = None):
+    """``compute_rewards`` plus each completion's feedback: the non-empty texts of the functions
+    that gave one, joined by newlines (None when none did). Returns (total (B,), per_func (B, F), feedbacks)."""
+    scored = [call_reward_with_feedback(fn, prompts, completions, **columns) for fn in reward_funcs]
+    per_func = torch.tensor([s for s, _ in scored], dtype=torch.float32).T      # (B, F)
     w = torch.tensor(weights if weights is not None else [1.0] * len(reward_funcs))  # (F,)
-    return per_func @ w, per_func                                               # (B,), (B, F)
+    feedbacks = ["\n".join(t for t in texts if t) or None for texts in zip(*(f for _, f in scored))]
+    return per_func @ w, per_func, feedbacks                                    # (B,), (B, F), [B]
 
 

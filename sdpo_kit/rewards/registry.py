@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from .core import RewardFunc
 from .model_scored import ANSWER_SEPARATOR, answer_likelihood_reward, coverage_weighted_ce_reward, inverse_loss_reward
-from .verifiable import exact_match_reward, format_and_match_reward, tag_format_reward
+from .verifiable import exact_match_reward, feedback_reward, format_and_match_reward, tag_format_reward
 
 
 def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagged=None):
@@ -24,6 +24,8 @@ def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagg
 # type -> (builder(model, tokenizer, task, **options), needs a model and tokenizer)
 REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
     "exact_match": (_exact_match_from_config, False),
+    "feedback": (lambda model, tokenizer, task, answer_field="answer", tagged=None:
+                 feedback_reward(answer_field, bool(getattr(task, "tagged", False)) if tagged is None else tagged), False),
     "tagged_exact_match": (lambda model, tokenizer, task, answer_field="answer":
                            exact_match_reward(answer_field, tagged=True), False),
     "tag_format": (lambda model, tokenizer, task, tag="answer": tag_format_reward(tag), False),
@@ -50,6 +52,7 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
     An entry is a type name or a dict ``{"type": ..., **options}``:
 
         exact_match          answer_field="answer", tagged=None (None: the task's ``tagged``, else False)
+        feedback             exact match returning {"score", "feedback"} (SDPO's reprompts read the text)
         tagged_exact_match   answer_field="answer"
         tag_format           tag="answer"
         format_and_match     answer_field="answer", format_weight=0.2

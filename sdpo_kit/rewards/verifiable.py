@@ -7,7 +7,7 @@ pays for exactly what evaluation counts.
 
 from __future__ import annotations
 
-from ..tasks import completion_text, is_correct
+from ..tasks import arithmetic_feedback, completion_text, is_correct
 from .core import RewardFunc
 
 
@@ -58,3 +58,17 @@ def format_and_match_reward(answer_field: str = "answer", format_weight: float =
     return format_and_match
 
 
+
+
+def feedback_reward(answer_field: str = "answer", tagged: bool = False) -> RewardFunc:
+    """Exact match with a checker's feedback: ``{"score": 0.0 or 1.0, "feedback": text}`` per
+    completion ("Your answer 12 is too large; the sum is smaller.", "" when right). The scores
+    are the rewards; SDPO's teacher reads the feedback (``include_environment_feedback``)."""
+
+    def feedback(prompts, completions, **columns) -> list[dict]:
+        return [{"score": float(is_correct(c, a, tagged)), "feedback": arithmetic_feedback(c, a, tagged)}
+                for c, a in zip(completions, columns[answer_field])]
+
+    feedback.required_columns = (answer_field,)
+    feedback.__name__ = "tagged_feedback" if tagged else "feedback"
+    return feedback
