@@ -1,0 +1,95 @@
+"""SDPO's teachers: live (no copy), base (frozen start; a LoRA policy's base model), ema (a copy
+moved by the EMA rule every teacher_sync_steps optimizer steps, or an EMA adapter on a LoRA policy)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.models import _add_peft_lora, _lora_kwargs
+from sdpo_kit.teachers import Teacher, ema_update, is_pure_lora
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+def logits(model, ids):
+    with torch.no_grad():
+        return model(input_ids=ids).logits
+
+
+def nudge(model, value=0.01):
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(value)
+
+
+def test_live_and_base_teachers(tok):
+    """live: the student itself, no copy. base: a frozen copy that stays at the start."""
+    student = build_model(tok, seed=0)
+    ids = torch.tensor([[5, 6, 7]])
+    live = Teacher(student, "live")
+    assert live.model is None
+    with live.forward() as m:
+        assert m is student
+    base = Teacher(student, "base")
+    start = logits(student, ids)
+    nudge(student)
+    with base.forward() as m:
+        assert m is base.model and m is not student
+        torch.testing.assert_close(logits(m, ids), start)
+    assert not base.optimizer_step() and not any(p.requires_grad for p in base.model.parameters())
+
+
+def test_ema_teacher_follows_the_rule(tok):
+    """teacher <- (1 - r) teacher + r student every sync_steps optimizer steps; exactly the rule."""
+    student = build_model(tok, seed=0)
+    teacher = Teacher(student, "ema", update_rate=0.25, sync_steps=2)
+    before = [p.detach().clone() for p in teacher.model.parameters()]
+    nudge(student, 0.4)
+    assert teacher.optimizer_step() is False  # step 1 of 2
+    assert all(torch.equal(a, b) for a, b in zip(before, teacher.model.parameters()))
+    assert teacher.optimizer_step() is True   # step 2: synced
+    for t0, t, s in zip(before, teacher.model.parameters(), student.parameters()):
+        torch.testing.assert_close(t, 0.75 * t0 + 0.25 * s.detach())
+    a, b = build_model(tok, seed=1), build_model(tok, seed=2)
+    ema_update(a, b, 1.0)
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+
+
+def test_lora_teachers_are_adapters_not_copies(tok):
+    """A LoRA policy: base = adapters disabled, ema = a second adapter 'teacher' that starts at
+    zero (the base model, as TRL's PEFTAdapterEMACallback) and moves by the rule; no copy of the
+    model is made, and training stays on the student's adapter."""
+    ids = torch.tensor([[5, 6, 7, 8]])
+    student = _add_peft_lora(build_model(tok, seed=0), _lora_kwargs(4))
+    assert is_pure_lora(student)
+    nudge(student, 0.05)  # move the student's adapter away from the base model
+    with student.disable_adapter():
+        base_logits = logits(student, ids)
+    base = Teacher(student, "base")
+    assert base.model is None
+    with base.forward() as m:
+        torch.testing.assert_close(logits(m, ids), base_logits)
+    ema = Teacher(student, "ema", update_rate=0.5)
+    assert ema.model is None and ema.adapter == "teacher"
+    trainable = {n for n, p in student.named_parameters() if p.requires_grad}
+    assert trainable and all(".default." in n for n in trainable)
+    with ema.forward() as m:
+        torch.testing.assert_close(logits(m, ids), base_logits)  # zero adapter = the base model
+    assert ema.optimizer_step()
+    with ema.forward() as m:
+        halfway = logits(m, ids)
+    assert not torch.allclose(halfway, base_logits) and not torch.allclose(halfway, logits(student, ids))
+    assert {n for n, p in student.named_parameters() if p.requires_grad} == trainable
+
+
+def test_bad_teacher_settings(tok):
+    with pytest.raises(ValueError, match="teacher_model_kind"):
+        Teacher(build_model(tok, seed=0), "frozen")
+    with pytest.raises(ValueError, match="teacher_update_rate"):
+        Teacher(build_model(tok, seed=0), "ema", update_rate=1.5)
