@@ -155,23 +155,31 @@ def generate_completions(model, tokenizer, prompts, *, max_new_tokens: int,
                   do_sample=do_sample, **kwargs).texts
 
 
-def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
-                        completion_ids: torch.Tensor, completion_mask: torch.Tensor,
-                        temperature: float = 1.0) -> torch.Tensor:
-    """log pi(o_t | q, o_<t) for every completion token, shape (B, T).
+def completion_logits(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                      completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
+    """The logits that predict each completion token, (B, T, V): position t predicts o_t.
 
     Positions come from the attention mask, as in ``generate``, so left padding does not
-    shift the positions the model saw while sampling.
+    shift the positions the model saw while sampling. Only the last T + 1 positions' logits
+    are computed (``logits_to_keep``).
     """
-    from .losses import token_logprobs
-
     input_ids = torch.cat([prompt_ids, completion_ids], 1)                    # (B, P+T)
     attention_mask = torch.cat([prompt_mask, completion_mask], 1)              # (B, P+T)
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)                # (B, P+T)
     T = completion_ids.size(1)
     logits = model(input_ids=input_ids, attention_mask=attention_mask,
                    position_ids=position_ids, logits_to_keep=T + 1).logits    # (B, T+1, V)
-    return token_logprobs(logits[:, :-1], completion_ids, temperature)         # (B, T)
+    return logits[:, :-1]                                                      # (B, T, V)
+
+
+def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                        completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+                        temperature: float = 1.0) -> torch.Tensor:
+    """log pi(o_t | q, o_<t) for every completion token, shape (B, T) (``completion_logits``)."""
+    from .losses import token_logprobs
+
+    logits = completion_logits(model, prompt_ids, prompt_mask, completion_ids, completion_mask)  # (B, T, V)
+    return token_logprobs(logits, completion_ids, temperature)                 # (B, T)
 
 
 def shared_prompt_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,

@@ -43,6 +43,14 @@ METRICS: dict[str, str] = {
     "vapor/span_found_frac": "fraction of completions with a verifiable span",
     "vapor/preference_found_frac": "fraction of pairs whose chosen and rejected spans were both found",
     "loss/dpo": "the additive variant's DPO loss -log sigmoid(log P) (before preference_weight)",
+    # SDPO (trainers/sdpo_loop.py, trainers/sdpo.py)
+    "sdpo/distill_loss": "self-distillation loss, token mean over the rows that have a teacher",
+    "sdpo/teacher_coverage": "fraction of rows with a teacher (a successful sibling or feedback)",
+    "sdpo/success_rate": "fraction of rows whose teacher got a successful sibling's answer",
+    "sdpo/success_group_frac": "fraction of groups with at least one success",
+    "sdpo/feedback_frac": "fraction of rows whose teacher prompt carries feedback",
+    "sdpo/reprompt_truncated": "fraction of teacher prompts cut to max_reprompt_len",
+    "sdpo/teacher_student_kl": "mean log pi_student - log pi_teacher on the sampled tokens, rows with a teacher",
     # logged by the TRL backend only (TRL computes them; the scratch loop does not)
     "reward/<name>/std": "std of one reward function (TRL only)",
     "stats/clip_frac_low_min": "smallest per-process low clip fraction (TRL only)",

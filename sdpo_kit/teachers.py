@@ -111,5 +111,43 @@ class Teacher:
         return True
 
     def state_dict(self) -> dict:
-        """What a checkpoint needs to resume the EMA (the step count; the weights are saved apart)."""
+        """What a checkpoint needs to resume the EMA besides the weights (``save``): the step count."""
         return {"steps": self._steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._steps = int(state.get("steps", self._steps))
+
+    def save(self, folder) -> None:
+        """The teacher's own weights, when it has any (a copy, or the EMA adapter), into ``folder``."""
+        from pathlib import Path
+
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        if self.model is not None:
+            from .trainers.checkpoint import save_model
+
+            save_model(self.model, folder)
+        elif self.adapter is not None:
+            from peft import get_peft_model_state_dict
+
+            folder.mkdir(parents=True, exist_ok=True)
+            state = get_peft_model_state_dict(self.student, adapter_name=self.adapter)
+            save_file({k: v.contiguous() for k, v in state.items()}, folder / "adapter.safetensors")
+
+    def load(self, folder) -> None:
+        """Read back what ``save`` wrote (nothing to do for live / base teachers)."""
+        from pathlib import Path
+
+        from safetensors.torch import load_file
+
+        folder = Path(folder)
+        if self.model is not None:
+            from .trainers.checkpoint import load_model_weights
+
+            load_model_weights(self.model, folder)
+        elif self.adapter is not None:
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(self.student, load_file(folder / "adapter.safetensors"), adapter_name=self.adapter)
+            self.student.set_adapter(self._active)

@@ -8,6 +8,7 @@
     trl_grpo.py    GRPO on trl.GRPOTrainer (TRLGRPOConfig, build_trl_grpo_trainer)
     vapor_loop.py  VAPOR from scratch (VAPORFields, VAPORLoopConfig, VAPORLoop); vapor_parts.py its pieces
     vapor.py       VAPOR on TRL (VAPORConfig(trl.GRPOConfig), VAPORTrainer(trl.GRPOTrainer))
+    sdpo_loop.py   SDPO from scratch (SDPOFields, SDPOLoopConfig, SDPOLoop)
     registry.py    (algorithm, backend) -> config class, build, run
 
 The registrations below are the whole list; a new algorithm adds its lines here.
@@ -20,6 +21,8 @@ register("grpo", "trl", config="sdpo_kit.trainers.trl_grpo:TRLGRPOConfig",
          build="sdpo_kit.trainers.trl_grpo:build_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
 register("vapor", "scratch", config="sdpo_kit.trainers.vapor_loop:VAPORLoopConfig",
          build="sdpo_kit.trainers.vapor_loop:VAPORLoop")
+register("sdpo", "scratch", config="sdpo_kit.trainers.sdpo_loop:SDPOLoopConfig",
+         build="sdpo_kit.trainers.sdpo_loop:SDPOLoop")
 register("vapor", "trl", config="sdpo_kit.trainers.vapor:TRLVAPORConfig",
          build="sdpo_kit.trainers.vapor:build_vapor_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
 

@@ -146,6 +146,12 @@ class ScratchTrainer:
     def load_extra_state(self, state: dict) -> None:
         pass
 
+    def save_extra_files(self, folder: Path) -> None:
+        """Write files of the subclass's own into a checkpoint folder (none by default)."""
+
+    def load_extra_files(self, folder: Path) -> None:
+        """Read them back on resume."""
+
     # --- helpers for step() -------------------------------------------------------------
     def next_rows(self) -> list[dict]:
         return self.sampler.next_rows()
@@ -186,6 +192,7 @@ class ScratchTrainer:
             self._warn_on_config_change(state.get("config", {}))
             self.sampler.load_state_dict(state["sampler"])
             self.load_extra_state(state.get("extra", {}))
+            self.load_extra_files(Path(resume_from_checkpoint))
         self.sink.start(state["history"] if state else ())
         if cfg.output_dir:
             out = Path(cfg.output_dir)
@@ -213,7 +220,7 @@ class ScratchTrainer:
                  "config": dataclasses.asdict(self.config)}
         return ckpt.save_checkpoint(self.config.output_dir, step, model=self.model, optimizer=self.optimizer,
                                     scheduler=self.scheduler, state=state, tokenizer=self.tokenizer,
-                                    total_limit=self.config.save_total_limit)
+                                    total_limit=self.config.save_total_limit, write_extra=self.save_extra_files)
 
     def _warn_on_config_change(self, saved: dict) -> None:
         """A resumed run reproduces the first only with the same config; say what differs."""

@@ -121,11 +121,12 @@ def load_model_weights(model, path: Path) -> None:
 # whole checkpoints
 # ---------------------------------------------------------------------------------------
 def save_checkpoint(output_dir, step: int, *, model, optimizer, scheduler, state: dict, tokenizer=None,
-                    total_limit: int | None = None) -> Path:
+                    total_limit: int | None = None, write_extra=None) -> Path:
     """Write ``output_dir/checkpoint-<step>/`` atomically (a half-written folder never looks done).
 
     ``state``: JSON-friendly trainer state (history, sampler, extra); the step and the random
-    generators are added here. ``total_limit`` keeps only that many newest checkpoints."""
+    generators are added here. ``total_limit`` keeps only that many newest checkpoints;
+    ``write_extra(folder)`` adds a trainer's own files (an EMA teacher's weights) before publishing."""
     output_dir = Path(output_dir)
     final = output_dir / f"checkpoint-{step}"
     tmp = output_dir / f".checkpoint-{step}.tmp"
@@ -134,6 +135,8 @@ def save_checkpoint(output_dir, step: int, *, model, optimizer, scheduler, state
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     (tmp / STATE_FILE).write_text(json.dumps({**state, "step": step, "rng": rng_state()}))
+    if write_extra is not None:
+        write_extra(tmp)
     shutil.rmtree(final, ignore_errors=True)
     tmp.replace(final)
     if total_limit:

@@ -33,7 +33,7 @@ import torch
 
 from ..generation import SharePromptUnsupported, completion_logprobs, sample, shared_prompt_logprobs
 from ..losses import LOSS_TYPES, SCALE_REWARDS, group_advantages, grpo_loss
-from ..rewards import check_columns, compute_rewards, reward_name
+from ..rewards import check_columns, compute_rewards_with_feedback, reward_name
 from ..utils import eval_mode
 from .base import RunConfig, ScratchTrainer
 
@@ -126,19 +126,31 @@ class GRPOLoop(ScratchTrainer):
     # --- one step -----------------------------------------------------------------------
     def rollout(self, rows: list[dict]):
         """Sample G completions per prompt and score them: (rollout, rewards (B,), per_func (B, F))."""
-        cfg, G = self.config, self.config.num_generations
-        prompts = [r["prompt"] for r in rows]
-        ro = sample(self.model, self.tokenizer, prompts, max_new_tokens=cfg.max_completion_length,
-                    temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, num_return_sequences=G)
-        chat = not isinstance(prompts[0], str)
-        completions = [[{"role": "assistant", "content": t}] if chat else t for t in ro.texts]
+        ro = self.sample_batch(rows)
+        rewards, per_func, _ = self.score(rows, ro)
+        return ro, rewards, per_func
+
+    def sample_batch(self, rows: list[dict]):
+        """G completions per row's prompt, G rows per prompt in a row (``generation.Rollout``)."""
+        cfg = self.config
+        return sample(self.model, self.tokenizer, [r["prompt"] for r in rows], max_new_tokens=cfg.max_completion_length,
+                      temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                      num_return_sequences=cfg.num_generations)
+
+    def completions(self, ro, rows: list[dict]) -> list:
+        """The rollout's completions as the rewards get them: chat messages for chat prompts."""
+        chat = not isinstance(rows[0]["prompt"], str)
+        return [[{"role": "assistant", "content": t}] if chat else t for t in ro.texts]
+
+    def score(self, rows: list[dict], ro):
+        """(rewards (B,), per_func (B, F), feedbacks [B]) of the rollout; rewards may give feedback."""
+        G = self.config.num_generations
         columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
         # as TRL passes them: each completion's token ids up to and including its eos
         columns["completion_ids"] = [ids[:n] for ids, n in zip(ro.completion_ids.tolist(),
                                                                 ro.completion_mask.sum(1).tolist())]
-        rewards, per_func = compute_rewards(self.reward_funcs, [p for p in prompts for _ in range(G)],
-                                            completions, columns, self.reward_weights)
-        return ro, rewards, per_func
+        return compute_rewards_with_feedback(self.reward_funcs, [r["prompt"] for r in rows for _ in range(G)],
+                                             self.completions(ro, rows), columns, self.reward_weights)
 
     def _logprobs(self, model, args) -> torch.Tensor:
         """log pi(o_t | q, o_<t), (B, T); each prompt runs once for its G completions when sharing."""

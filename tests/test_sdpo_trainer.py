@@ -1,0 +1,123 @@
+"""The scratch SDPO trainer: a few steps on the tiny lab for each mode and teacher kind, the
+teacher in the reference slot (no third model), feedback reprompts, the coverage warning and
+resume with an EMA teacher."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.rewards import feedback_reward
+from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.trainers.sdpo_loop import SDPOLoop, SDPOLoopConfig, teacher_prompt_batch
+
+SDPO_KEYS = {"sdpo/distill_loss", "sdpo/teacher_coverage", "sdpo/success_rate", "sdpo/feedback_frac",
+             "sdpo/reprompt_truncated", "sdpo/teacher_student_kl", "loss", "reward/mean"}
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+def char_reward(prompts, completions, **kwargs):
+    """In [0, 1) and varied, so with success_reward_threshold 0.5 some siblings succeed."""
+    return [sum(map(ord, c[0]["content"])) % 7 / 7 for c in completions]
+
+
+def make_loop(tok, out=None, rewards=(char_reward,), **cfg):
+    task = ArithmeticTask(n_eval=16)
+    rows, heldout = task.splits()
+    kw = dict(max_steps=3, prompts_per_step=3, num_generations=4, max_completion_length=4, learning_rate=1e-2,
+              success_reward_threshold=0.5, output_dir=str(out) if out else None)
+    return SDPOLoop(build_model(tok, seed=0), tok, list(rewards), rows, SDPOLoopConfig(**{**kw, **cfg}),
+                    eval_fn=lambda m: task.evaluate(m, tok, heldout))
+
+
+@pytest.mark.parametrize("cfg", [
+    {},                                                                         # sampled_token, ema
+    {"distillation_mode": "topk_logits", "distillation_topk": 5, "teacher_model_kind": "base"},
+    {"distillation_mode": "full_logits", "distillation_alpha": 0.5, "teacher_model_kind": "live", "num_iterations": 2},
+    {"distillation_weight": 0.5, "distillation_micro_batch_size": 5},
+])
+def test_a_few_steps(tok, cfg):
+    """Finite losses, the weights move, every row has the SDPO keys, some rows have a teacher."""
+    loop = make_loop(tok, **cfg)
+    before = [p.detach().clone() for p in loop.model.parameters()]
+    rows = [r for r in loop.train() if r["step"] > 0]
+    assert len(rows) == 3 and all(SDPO_KEYS <= set(r) and math.isfinite(r["loss"]) for r in rows)
+    assert any(r["sdpo/teacher_coverage"] > 0 for r in rows)
+    assert any(not torch.equal(a, b) for a, b in zip(before, loop.model.parameters()))
+
+
+def test_the_teacher_takes_the_reference_slot(tok):
+    """beta is forced to 0 (with a warning) and the EMA teacher is the one extra model: no third."""
+    with pytest.warns(UserWarning, match="beta is set to 0"):
+        loop = make_loop(tok, beta=0.1)
+    assert loop.config.beta == 0.0 and loop.ref_model is loop.teacher.model
+    models = {id(m) for m in (loop.model, loop.ref_model, loop.teacher.model) if m is not None}
+    assert len(models) == 2
+    ema = loop.teacher.model.lm_head.weight.detach().clone()
+    loop.train()
+    assert not torch.equal(ema, loop.teacher.model.lm_head.weight)  # the EMA followed the student
+
+
+def test_feedback_reaches_the_teacher_prompt(tok):
+    """With the feedback reward and include_environment_feedback, rows without a successful sibling
+    still get a teacher (its prompt carries the checker's feedback)."""
+    loop = make_loop(tok, rewards=(feedback_reward(),), include_environment_feedback=True, max_steps=1,
+                     success_reward_threshold=1.0)
+    row = [r for r in loop.train() if r["step"] == 1][0]
+    assert row["sdpo/feedback_frac"] > 0 and row["sdpo/teacher_coverage"] >= row["sdpo/feedback_frac"]
+
+
+def test_no_teacher_for_long_is_reported(tok):
+    """Coverage 0 for 10 steps in a row (an untrained model never succeeds): a warning saying why."""
+    loop = make_loop(tok, rewards=(feedback_reward(),), success_reward_threshold=1.0, max_steps=10,
+                     prompts_per_step=1, num_generations=2, max_completion_length=1)
+    with pytest.warns(UserWarning, match="no row had a teacher for 10 steps"):
+        rows = loop.train()
+    assert all(r["sdpo/teacher_coverage"] == 0 and r["loss"] == 0 for r in rows if r["step"] > 0)
+
+
+def test_teacher_prompts_are_cut_from_the_left(tok):
+    ids, mask, cut = teacher_prompt_batch(tok, ["a" * 30, "b" * 5], max_len=12)
+    assert ids.shape == (2, 12) and cut == 0.5 and tok.decode(ids[0][mask[0].bool()]).endswith("a" * 5)
+
+
+def test_resume_with_an_ema_teacher(tok, tmp_path):
+    """4 steps straight vs 2 + resume from checkpoint-2: the same rows (the EMA teacher's weights
+    and step count are in the checkpoint)."""
+    full = make_loop(tok, tmp_path / "full", max_steps=4, save_steps=2, teacher_update_rate=0.3).train()
+    resumed = make_loop(tok, tmp_path / "resumed", max_steps=4, save_steps=2, teacher_update_rate=0.3)
+    rows = resumed.train(resume_from_checkpoint=tmp_path / "full" / "checkpoint-2")
+    assert (tmp_path / "full" / "checkpoint-2" / "teacher" / "model.safetensors").exists()
+    strip = [{k: v for k, v in r.items() if k != "time/step_s"} for r in rows]
+    expect = [{k: v for k, v in r.items() if k != "time/step_s"} for r in full]
+    for a, b in zip(strip, expect):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert a[k] == pytest.approx(b[k], rel=1e-5, abs=1e-6), (a["step"], k)
+    assert json.loads((tmp_path / "full" / "checkpoint-2" / "trainer_state.json").read_text())["extra"]["teacher"]["steps"] == 2
+
+
+@pytest.mark.parametrize("name", ["sdpo", "sdpo_feedback"])
+def test_shipped_configs_run(name, tmp_path):
+    """configs/sdpo.yaml and configs/sdpo_feedback.yaml load as algorithm sdpo and train two steps."""
+    from pathlib import Path
+
+    from sdpo_kit import cli
+    from sdpo_kit.config import load_config
+
+    path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
+    cfg = load_config(path)
+    assert cfg.algorithm == "sdpo" and type(cfg.trainer) is SDPOLoopConfig
+    assert cfg.trainer.include_environment_feedback == (name == "sdpo_feedback")
+    assert cli.main(["train", str(path), "--max-steps", "2", "--output-dir", str(tmp_path), "--set", "task.n_eval=16",
+                     "--set", "trainer.prompts_per_step=2"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all(SDPO_KEYS <= set(r) for r in rows if "loss" in r)
