@@ -107,32 +107,43 @@ def build_teacher_prompts(prompts: Sequence, completions: Sequence, rewards, num
     ``completions``: the rows' completions (text or chat messages), the demonstrations' source;
     ``rewards`` (B,); ``feedbacks``: a string (or None) per row. Templates as TRL's
     (``{prompt}{solution}{feedback}``, ``{successful_previous_attempt}``, ``{feedback_raw}``)."""
-    sel = select_teachers(rewards, num_generations, feedbacks, success_threshold=success_threshold,
-                          dont_reprompt_on_self_success=dont_reprompt_on_self_success,
-                          include_feedback=include_feedback,
-                          feedback_only_without_solution=feedback_only_without_solution,
-                          use_successful_as_teacher=use_successful_as_teacher)
-    if len(prompts) != len(sel.demo) or len(completions) != len(sel.demo):
+    selection = select_teachers(rewards, num_generations, feedbacks, success_threshold=success_threshold,
+                                dont_reprompt_on_self_success=dont_reprompt_on_self_success,
+                                include_feedback=include_feedback,
+                                feedback_only_without_solution=feedback_only_without_solution,
+                                use_successful_as_teacher=use_successful_as_teacher)
+    prompts_out = render_teacher_prompts(prompts, completions, feedbacks, selection, reprompt_template=reprompt_template,
+                                         solution_template=solution_template, feedback_template=feedback_template,
+                                         remove_thinking_from_demonstration=remove_thinking_from_demonstration)
+    return prompts_out, selection.mask
+
+
+def render_teacher_prompts(prompts: Sequence, completions: Sequence, feedbacks: Sequence | None,
+                           selection: TeacherSelection, *, reprompt_template: str = REPROMPT_TEMPLATE,
+                           solution_template: str = SOLUTION_TEMPLATE, feedback_template: str = FEEDBACK_TEMPLATE,
+                           remove_thinking_from_demonstration: bool = False) -> list:
+    """The teacher prompt of each row from a ``select_teachers`` decision (the original where masked)."""
+    if len(prompts) != len(selection.demo) or len(completions) != len(selection.demo):
         raise ValueError(f"prompts ({len(prompts)}), completions ({len(completions)}) and rewards "
-                         f"({len(sel.demo)}) must have one entry per row")
+                         f"({len(selection.demo)}) must have one entry per row")
     teacher = []
     for i, prompt in enumerate(prompts):
-        if sel.demo[i] is None and not sel.use_feedback[i]:
+        if selection.demo[i] is None and not selection.use_feedback[i]:
             teacher.append(prompt)
             continue
         solution = ""
-        if sel.demo[i] is not None:
-            text = completion_text(completions[sel.demo[i]])
+        if selection.demo[i] is not None:
+            text = completion_text(completions[selection.demo[i]])
             if remove_thinking_from_demonstration:
                 text = THINKING.sub("", text).strip()
             solution = solution_template.format(successful_previous_attempt=text)
-        feedback = feedback_template.format(feedback_raw=feedbacks[i]) if sel.use_feedback[i] else ""
+        feedback = feedback_template.format(feedback_raw=feedbacks[i]) if selection.use_feedback[i] else ""
         if isinstance(prompt, str):
             teacher.append(reprompt_template.format(prompt=prompt, solution=solution, feedback=feedback))
         else:
             text = reprompt_template.format(prompt=_last_user_text(prompt), solution=solution, feedback=feedback)
             teacher.append(list(prompt[:-1]) + [{"role": "user", "content": text}])
-    return teacher, sel.mask
+    return teacher
 
 
 def truncate_left(ids: Sequence[int], max_len: int) -> tuple[list[int], bool]:

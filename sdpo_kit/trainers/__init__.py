@@ -9,6 +9,7 @@
     vapor_loop.py  VAPOR from scratch (VAPORFields, VAPORLoopConfig, VAPORLoop); vapor_parts.py its pieces
     vapor.py       VAPOR on TRL (VAPORConfig(trl.GRPOConfig), VAPORTrainer(trl.GRPOTrainer))
     sdpo_loop.py   SDPO from scratch (SDPOFields, SDPOLoopConfig, SDPOLoop)
+    sdpo.py        SDPO on TRL (SDPOConfig(trl.GRPOConfig), SDPOTrainer(trl.GRPOTrainer))
     registry.py    (algorithm, backend) -> config class, build, run
 
 The registrations below are the whole list; a new algorithm adds its lines here.
@@ -23,6 +24,8 @@ register("vapor", "scratch", config="sdpo_kit.trainers.vapor_loop:VAPORLoopConfi
          build="sdpo_kit.trainers.vapor_loop:VAPORLoop")
 register("sdpo", "scratch", config="sdpo_kit.trainers.sdpo_loop:SDPOLoopConfig",
          build="sdpo_kit.trainers.sdpo_loop:SDPOLoop")
+register("sdpo", "trl", config="sdpo_kit.trainers.sdpo:TRLSDPOConfig",
+         build="sdpo_kit.trainers.sdpo:build_sdpo_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
 register("vapor", "trl", config="sdpo_kit.trainers.vapor:TRLVAPORConfig",
          build="sdpo_kit.trainers.vapor:build_vapor_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
 

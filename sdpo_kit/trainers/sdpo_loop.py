@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import torch
 
 from ..generation import completion_logits, encode_prompts
-from ..losses import LOSS_TYPES, SDPO_MODES, grpo_loss, sdpo_loss, token_logprobs
-from ..reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE, build_teacher_prompts, select_teachers
+from ..losses import LOSS_TYPES, SDPO_MODES, group_advantages, grpo_loss, sdpo_loss, token_logprobs
+from ..reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE, render_teacher_prompts, select_teachers
 from ..teachers import TEACHER_KINDS, Teacher
 from .grpo import GRPOConfig, GRPOLoop
 
@@ -81,16 +81,20 @@ class SDPOFields:
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}")
 
-    def reprompt_kwargs(self) -> dict:
-        """The keyword arguments of ``reprompt.build_teacher_prompts``."""
-        return dict(success_threshold=self.success_reward_threshold,
-                    dont_reprompt_on_self_success=self.dont_reprompt_on_self_success,
-                    include_feedback=self.include_environment_feedback,
-                    feedback_only_without_solution=self.environment_feedback_only_without_solution,
-                    use_successful_as_teacher=self.use_successful_as_teacher,
-                    reprompt_template=self.reprompt_template, solution_template=self.solution_template,
-                    feedback_template=self.feedback_template,
-                    remove_thinking_from_demonstration=self.remove_thinking_from_demonstration)
+    def teacher_prompts(self, prompts, completions, rewards, feedbacks, num_generations: int | None = None):
+        """(teacher prompts, ``TeacherSelection``) of a batch, by this config's rules and templates."""
+        selection = select_teachers(rewards, num_generations or self.num_generations, feedbacks,
+                                    success_threshold=self.success_reward_threshold,
+                                    dont_reprompt_on_self_success=self.dont_reprompt_on_self_success,
+                                    include_feedback=self.include_environment_feedback,
+                                    feedback_only_without_solution=self.environment_feedback_only_without_solution,
+                                    use_successful_as_teacher=self.use_successful_as_teacher)
+        prompts = render_teacher_prompts(prompts, completions, feedbacks, selection,
+                                         reprompt_template=self.reprompt_template,
+                                         solution_template=self.solution_template,
+                                         feedback_template=self.feedback_template,
+                                         remove_thinking_from_demonstration=self.remove_thinking_from_demonstration)
+        return prompts, selection
 
 
 @dataclass
@@ -134,6 +138,28 @@ class SDPOLoop(GRPOLoop):
                                              completion_ids[i:i + size], completion_mask[i:i + size]))
         return torch.cat(out) / self.config.temperature                           # (B, T, V)
 
+    def objective(self, ro, teacher_ids, teacher_mask, mask, advantages=None, old_logp=None):
+        """One pass's loss on a rollout: (loss, GRPO term or None, sdpo stats, old_logp).
+
+        ``mask`` (B, T): completion mask x self-distillation mask; ``advantages`` (B,) only when
+        ``distillation_weight < 1``; ``old_logp`` None on the first pass (it is this forward)."""
+        cfg = self.config
+        student = completion_logits(self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
+                                    ro.completion_mask) / cfg.temperature              # (B, T, V)
+        teacher = self.teacher_logits(teacher_ids, teacher_mask, ro.completion_ids, ro.completion_mask)  # (B, T, V)
+        logp = token_logprobs(student, ro.completion_ids)                              # (B, T)
+        old_logp = logp.detach() if old_logp is None else old_logp                      # (B, T)
+        loss, stats = sdpo_loss(student, teacher, ro.completion_ids, mask, mode=cfg.distillation_mode,
+                                top_k=cfg.distillation_topk, alpha=cfg.distillation_alpha,
+                                add_tail=cfg.distillation_add_tail, old_logp=old_logp, is_clip=cfg.distillation_is_clip)
+        policy = None
+        if advantages is not None:
+            policy, _ = grpo_loss(logp, old_logp, advantages, ro.completion_mask, epsilon=cfg.epsilon,
+                                  epsilon_high=cfg.epsilon_high, loss_type=cfg.loss_type,
+                                  max_completion_length=cfg.max_completion_length)
+            loss = (1 - cfg.distillation_weight) * policy + cfg.distillation_weight * loss
+        return loss, policy, stats, old_logp
+
     def step(self) -> dict:
         cfg, G = self.config, self.config.num_generations
         rows = self.next_rows()
@@ -142,38 +168,17 @@ class SDPOLoop(GRPOLoop):
         device = ro.completion_mask.device
         prompts = [r["prompt"] for r in rows for _ in range(G)]
         completions = self.completions(ro, rows)
-        teacher_prompts, sd_mask = build_teacher_prompts(prompts, completions, rewards, G, feedbacks,
-                                                         **cfg.reprompt_kwargs())
-        selection = select_teachers(rewards, G, feedbacks, success_threshold=cfg.success_reward_threshold,
-                                    dont_reprompt_on_self_success=cfg.dont_reprompt_on_self_success,
-                                    include_feedback=cfg.include_environment_feedback,
-                                    feedback_only_without_solution=cfg.environment_feedback_only_without_solution,
-                                    use_successful_as_teacher=cfg.use_successful_as_teacher)
+        teacher_prompts, selection = cfg.teacher_prompts(prompts, completions, rewards, feedbacks)
+        sd_mask = selection.mask                                                        # (B,)
         t_ids, t_mask, truncated = teacher_prompt_batch(self.tokenizer, teacher_prompts, cfg.max_reprompt_len, device)
         mask = ro.completion_mask * sd_mask.to(device).unsqueeze(1)                    # (B, T)
         advantages = None
         if cfg.distillation_weight < 1.0:
-            from ..losses import group_advantages
-
             advantages = group_advantages(rewards, G, cfg.scale_rewards).to(device)   # (B,)
         self.model.train()
         old_logp = None
         for _ in range(cfg.num_iterations):
-            student = completion_logits(self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
-                                        ro.completion_mask) / cfg.temperature          # (B, T, V)
-            teacher = self.teacher_logits(t_ids, t_mask, ro.completion_ids, ro.completion_mask)  # (B, T, V)
-            logp = token_logprobs(student, ro.completion_ids)                          # (B, T)
-            old_logp = logp.detach() if old_logp is None else old_logp
-            distill, stats = sdpo_loss(student, teacher, ro.completion_ids, mask, mode=cfg.distillation_mode,
-                                       top_k=cfg.distillation_topk, alpha=cfg.distillation_alpha,
-                                       add_tail=cfg.distillation_add_tail, old_logp=old_logp,
-                                       is_clip=cfg.distillation_is_clip)
-            loss, policy = distill, None
-            if advantages is not None:
-                policy, _ = grpo_loss(logp, old_logp, advantages, ro.completion_mask, epsilon=cfg.epsilon,
-                                      epsilon_high=cfg.epsilon_high, loss_type=cfg.loss_type,
-                                      max_completion_length=cfg.max_completion_length)
-                loss = (1 - cfg.distillation_weight) * policy + cfg.distillation_weight * distill
+            loss, policy, stats, old_logp = self.objective(ro, t_ids, t_mask, mask, advantages, old_logp)
             self.optimizer_step(loss)
             self.teacher.optimizer_step()
         coverage = selection.metrics()
