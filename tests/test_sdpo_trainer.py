@@ -85,7 +85,8 @@ def test_no_teacher_for_long_is_reported(tok):
 
 
 def test_teacher_prompts_are_cut_from_the_left(tok):
-    ids, mask, cut = teacher_prompt_batch(tok, ["a" * 30, "b" * 5], max_len=12)
+    with pytest.warns(UserWarning, match="cut from the left"):
+        ids, mask, cut = teacher_prompt_batch(tok, ["a" * 30, "b" * 5], max_len=12)
     assert ids.shape == (2, 12) and cut == 0.5 and tok.decode(ids[0][mask[0].bool()]).endswith("a" * 5)
 
 

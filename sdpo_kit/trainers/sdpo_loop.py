@@ -110,6 +110,8 @@ def teacher_prompt_batch(tokenizer, teacher_prompts: Sequence, max_len: int, dev
     cut = mask.sum(1) > max_len                                                # (B,)
     if cut.any():  # left padding: the last max_len positions hold every prompt's last tokens
         ids, mask = ids[:, -max_len:], mask[:, -max_len:]
+        warnings.warn(f"SDPO: {int(cut.sum())} teacher prompt(s) longer than max_reprompt_len={max_len} tokens were "
+                      f"cut from the left (sdpo/reprompt_truncated counts them)", stacklevel=2)
     to = (lambda x: x.to(device)) if device is not None else (lambda x: x)
     return to(ids), to(mask), cut.float().mean().item()
 
