@@ -1,0 +1,58 @@
+"""Test-time self-distillation: the reprompting loop on one question, and the comparison with
+best-of-N at the same sample budget."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sdpo_kit import test_time as tt
+from sdpo_kit.models import load_policy
+from sdpo_kit.rewards import exact_match_reward, feedback_reward
+from sdpo_kit.tasks import ArithmeticTask
+
+
+@pytest.fixture(scope="module")
+def lab():
+    model, tok = load_policy("tiny-lab")
+    task = ArithmeticTask()
+    return model, tok, task, task.splits()[1]
+
+
+def test_the_loop_reprompts_with_feedback_and_stops_at_success(lab):
+    """A wrong first round leads to a reprompt that carries the checker's feedback; a success
+    stops the loop, and the samples counted are rounds x n."""
+    model, tok, task, heldout = lab
+    torch.manual_seed(0)
+    results = [tt.test_time_self_distillation(model, tok, r["prompt"], feedback_reward(), columns={"answer": r["answer"]},
+                                              n=2, rounds=3, max_new_tokens=4) for r in heldout[:30]]
+    assert all(x.samples == x.rounds * 2 and len(x.prompts) == x.rounds for x in results)
+    assert all(x.solved == (x.answer is not None) for x in results)
+    assert all(task.is_correct(x.answer, r["answer"]) for x, r in zip(results, heldout) if x.solved)
+    later = [x for x in results if x.rounds > 1]
+    assert later, "every question solved in round 1: the reprompt was never exercised"
+    assert all("feedback" in x.prompts[1][-1]["content"] and x.prompts[0] == r["prompt"]
+               for x, r in zip(results, heldout) if x.rounds > 1)
+
+
+def test_without_feedback_the_reprompt_is_the_template_only(lab):
+    """A float reward gives no feedback: later rounds' prompts carry no feedback text."""
+    model, tok, task, heldout = lab
+    row = heldout[0]
+    res = tt.test_time_self_distillation(model, tok, row["prompt"], exact_match_reward(), columns={"answer": "-1"},
+                                         n=2, rounds=2, max_new_tokens=4)
+    assert not res.solved and res.samples == 4 and "feedback" not in res.prompts[1][-1]["content"]
+
+
+def test_compare_with_best_of_n_counts_the_greedy_failures(lab):
+    """Only rows the greedy policy fails are attempted; best-of-N draws n x rounds samples; the
+    reprompting loop never more; solved-after-round is cumulative."""
+    model, tok, task, heldout = lab
+    rows = heldout[:20]
+    out = tt.compare_with_best_of_n(model, tok, task, rows, feedback_reward(), n=2, rounds=2)
+    greedy_fails = sum(not task.is_correct(g, r["answer"]) for g, r in zip(
+        tt.generate_completions(model, tok, [r["prompt"] for r in rows], max_new_tokens=task.max_completion_tokens()), rows))
+    assert out["greedy_failed"] == greedy_fails > 0
+    assert out["ttsd_mean_samples"] <= out["best_of_n_samples"] == 4
+    after = out["ttsd_solved_after_round"]
+    assert after == sorted(after) and after[-1] == pytest.approx(out["ttsd_solved"])
