@@ -64,6 +64,8 @@ bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), th
 	$(BIN)/python benchmarks/bench_notebooks.py
 	$(BIN)/python benchmarks/bench_notebooks.py --full
 	$(BIN)/python benchmarks/bench_lab.py
+	$(BIN)/python benchmarks/bench_vapor.py
+	$(BIN)/python benchmarks/bench_sdpo.py
 	$(BIN)/python benchmarks/report.py
 
 bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: install and `make test` timed apart

@@ -135,6 +135,29 @@ def vapor(res: dict) -> str:
         "", provenance(res)])
 
 
+def sdpo(res: dict) -> str:
+    sp, tt = res["summary"]["speed"], res["summary"]["test_time"]
+    rows = []
+    for method in ("grpo", "sdpo", "sdpo_feedback"):
+        mine = [r for r in res["runs"] if r["method"] == method]
+        rows.append([f"`{method}`", statistics.median(r["acc_after"] for r in mine),
+                     ", ".join(f"{r['acc_after']:.3f}" for r in mine),
+                     ", ".join(str(r["steps_to_grpo_final"]) for r in mine), f"{statistics.median(r['wall_s'] for r in mine):.0f}"])
+    acc0 = res["runs"][0]["acc_before"]
+    return "\n".join([
+        md_table(["method", "held-out acc (median)", "per seed", "steps to GRPO's final acc (per seed)", "wall s"], rows),
+        "", f"Before training: held-out accuracy {acc0:.3f}; {res['config']['steps']} steps per run, seeds "
+        f"{fmt(res['config']['seeds'])}; `None`: never reached GRPO's final accuracy.", "",
+        md_table(["per step (TRL backend)", "median s"], [["our `SDPOTrainer(GRPOTrainer)`", sp["ours_SDPOTrainer"]["median_s"]],
+                                                         ["TRL's `trl.experimental.sdpo.SDPOTrainer`", sp["trl_SDPOTrainer"]["median_s"]],
+                                                         ["`GRPOTrainer`", sp["GRPOTrainer"]["median_s"]]]), "",
+        f"Test time, on the {tt['greedy_failed']} of {tt['rows']} held-out problems the warm start gets wrong greedily: "
+        f"test-time self-distillation ({tt['n']} sample a round, up to {tt['rounds']} rounds, the checker's feedback in "
+        f"the reprompt) solves {tt['ttsd_solved']:.3f} of them with {tt['ttsd_mean_samples']:.2f} samples on average "
+        f"(by round: {fmt(tt['ttsd_solved_after_round'])}); best-of-{tt['best_of_n_samples']} solves "
+        f"{tt['best_of_n_solved']:.3f}.", "", provenance(res)])
+
+
 def notebook_reference(nb: str):
     """The reference figures of one notebook's full-size run (its RESULTS dict)."""
     def render(res: dict) -> str:
@@ -159,10 +182,11 @@ BLOCKS = {
     "notebooks-full": ("notebooks_full", notebooks),
     "lab": ("lab", lab),
     "vapor": ("vapor", vapor),
+    "sdpo": ("sdpo", sdpo),
     "fresh-clone": ("fresh_clone", fresh_clone),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
-MAKERS = {"vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
+MAKERS = {"sdpo": "bench_sdpo.py", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
           "notebooks_full": "bench_notebooks.py --full", "lab": "bench_lab.py",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
           "trainer.lr_scheduler_type=constant --name demo_constant_lr",

@@ -29,10 +29,11 @@ PACKAGE = ROOT / "sdpo_kit"
 CONFIGS = ROOT / "configs"
 NOTEBOOK_RE = re.compile(r"^\d\d_.+\.ipynb$")
 # reading order of the reference; modules not named here follow alphabetically
-MODULE_ORDER = ["losses.common", "losses.grpo", "losses.vapor", "rewards.core", "rewards.verifiable", "rewards.model_scored",
-                "rewards.registry", "tasks", "spans", "lab", "models", "generation", "metrics", "plotting",
+MODULE_ORDER = ["losses.common", "losses.grpo", "losses.vapor", "losses.sdpo", "rewards.core", "rewards.verifiable", "rewards.model_scored",
+                "rewards.registry", "tasks", "spans", "reprompt", "teachers", "environments", "test_time", "lab", "models", "generation", "metrics", "plotting",
                 "trainers.base", "trainers.grpo", "trainers.checkpoint", "trainers.trl_base", "trainers.trl_grpo",
-                "trainers.vapor_loop", "trainers.vapor_parts", "trainers.vapor", "trainers.registry", "config", "cli", "utils"]
+                "trainers.vapor_loop", "trainers.vapor_parts", "trainers.vapor", "trainers.sdpo_loop", "trainers.sdpo",
+                "trainers.registry", "config", "cli", "utils"]
 HIDDEN = ("solutions",)  # the exercises' reference answers stay off the site
 
 

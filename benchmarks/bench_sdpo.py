@@ -1,0 +1,161 @@
+"""SDPO on the tiny lab: against GRPO, per step against TRL's own SDPOTrainer, and at test time.
+
+    python benchmarks/bench_sdpo.py [--seeds 0 1 2] [--steps 300] [--speed-steps 20] [--tt-rows 200]
+
+Part 1, learning (scratch backend, the same warm start, budget, seeds and knobs):
+    grpo            configs/sdpo.yaml's trainer knobs with algorithm grpo (exact-match reward)
+    sdpo            configs/sdpo.yaml: self-distillation from successful siblings only
+    sdpo_feedback   configs/sdpo_feedback.yaml: plus the checker's feedback in the reprompt
+held-out greedy accuracy at every evaluation, wall time, and the first step at which each run
+reaches GRPO's final accuracy (same seed).
+
+Part 2, speed (TRL backend, evaluation off, first 5 steps dropped): seconds per step of our
+``SDPOTrainer(GRPOTrainer)``, TRL's ``trl.experimental.sdpo.SDPOTrainer`` and ``GRPOTrainer`` on
+the same knobs.
+
+Part 3, test time: ``test_time.compare_with_best_of_n`` on the held-out rows the warm start gets
+wrong: test-time self-distillation (one sample a round, 4 rounds, the checker's feedback in the
+reprompt) vs best-of-4, the same number of samples (with 8 a round, plain sampling already finds
+almost every tiny-lab answer in round 1, which would measure nothing). Writes ``benchmarks/results/sdpo.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+import yaml
+from _common import ROOT, machine, median, table, write_results
+
+SDPO_ONLY = ("distillation_mode", "distillation_topk", "distillation_alpha", "distillation_add_tail",
+             "distillation_is_clip", "distillation_weight", "distillation_micro_batch_size", "teacher_model_kind",
+             "teacher_update_rate", "teacher_sync_steps", "use_successful_as_teacher", "success_reward_threshold",
+             "dont_reprompt_on_self_success", "max_reprompt_len", "reprompt_template", "solution_template",
+             "feedback_template", "include_environment_feedback", "environment_feedback_only_without_solution",
+             "remove_thinking_from_demonstration")
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())
+
+
+def as_grpo(data: dict) -> dict:
+    """The same run with algorithm grpo: the SDPO-only keys dropped, the reward exact match."""
+    return {**data, "algorithm": "grpo", "reward": {"type": "exact_match"},
+            "trainer": {k: v for k, v in data["trainer"].items() if k not in SDPO_ONLY}}
+
+
+def train(data: dict, overrides: dict) -> dict:
+    from sdpo_kit.cli import train as run
+    from sdpo_kit.config import config_from_dict
+
+    return run(config_from_dict(data, overrides), config_path="configs/sdpo.yaml")
+
+
+def time_trl_sdpo(data: dict, steps: int) -> list[float]:
+    """Per-step wall times of TRL's own SDPOTrainer on the config's knobs (tiny lab, CPU)."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from transformers import TrainerCallback
+    from trl.experimental.sdpo import SDPOConfig, SDPOTrainer
+
+    from sdpo_kit.cli import _lab_config
+    from sdpo_kit.config import config_from_dict
+    from sdpo_kit.models import load_policy
+    from sdpo_kit.rewards import make_reward
+    from sdpo_kit.tasks import make_task
+
+    cfg = config_from_dict(data)
+    t = cfg.trainer
+    task = make_task(**cfg.task)
+    model, tok = load_policy("tiny-lab", lab_config=_lab_config(cfg, task))
+    stamps = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            stamps.append(time.perf_counter())
+
+    keys = {f: getattr(t, f) for f in SDPO_ONLY if f != "distillation_micro_batch_size"}
+    with tempfile.TemporaryDirectory() as out:
+        args = SDPOConfig(output_dir=out, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                          logging_strategy="no", max_steps=steps, per_device_train_batch_size=t.prompts_per_step * t.num_generations,
+                          num_generations=t.num_generations, max_completion_length=t.max_completion_length,
+                          learning_rate=t.learning_rate, temperature=t.temperature, lr_scheduler_type=t.lr_scheduler_type,
+                          seed=t.seed, **keys)
+        import datasets
+
+        trainer = SDPOTrainer(model=model, reward_funcs=make_reward(cfg.reward, task=task), args=args,
+                              train_dataset=datasets.Dataset.from_list(task.splits()[0]), processing_class=tok,
+                              callbacks=[Clock()])
+        import torch
+
+        torch.set_num_threads(1)
+        stamps.append(time.perf_counter())
+        trainer.train()
+    return [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--speed-steps", type=int, default=20)
+    ap.add_argument("--tt-rows", type=int, default=200)
+    args = ap.parse_args()
+    sdpo, feedback = load("sdpo"), load("sdpo_feedback")
+    methods = {"grpo": as_grpo(sdpo), "sdpo": sdpo, "sdpo_feedback": feedback}
+
+    runs = []
+    for seed in args.seeds:
+        for name, data in methods.items():
+            with tempfile.TemporaryDirectory() as out:
+                t0 = time.perf_counter()
+                s = train(data, {"trainer.seed": seed, "trainer.max_steps": args.steps, "output_dir": out})
+                wall = time.perf_counter() - t0
+            evals = [(r["step"], r["eval/accuracy"]) for r in s["history"] if r.get("eval/accuracy") is not None]
+            runs.append({"method": name, "seed": seed, "evals": evals, "acc_before": s["before"], "acc_after": s["after"],
+                         "wall_s": wall})
+    for r in runs:  # the first evaluation at which the run reaches GRPO's final accuracy (same seed)
+        target = next(g["acc_after"] for g in runs if g["method"] == "grpo" and g["seed"] == r["seed"])
+        r["steps_to_grpo_final"] = next((step for step, acc in r["evals"] if step > 0 and acc >= target), None)
+
+    speed = {}
+    for name, data in (("ours_SDPOTrainer", {**sdpo, "backend": "trl"}), ("GRPOTrainer", {**as_grpo(sdpo), "backend": "trl"})):
+        with tempfile.TemporaryDirectory() as out:
+            s = train(data, {"trainer.max_steps": args.speed_steps, "trainer.eval_every": 0, "output_dir": out})
+        times = [r["time/step_s"] for r in s["history"] if r.get("step", 0) > 5 and "time/step_s" in r]
+        speed[name] = {"median_s": median(times), "times_s": times}
+    trl_times = time_trl_sdpo(sdpo, args.speed_steps)[5:]
+    speed["trl_SDPOTrainer"] = {"median_s": median(trl_times), "times_s": trl_times}
+
+    from sdpo_kit.cli import _lab_config
+    from sdpo_kit.config import config_from_dict
+    from sdpo_kit.models import load_policy
+    from sdpo_kit.rewards import feedback_reward
+    from sdpo_kit.tasks import make_task
+    from sdpo_kit.test_time import compare_with_best_of_n
+
+    cfg = config_from_dict(feedback)
+    task = make_task(**cfg.task)
+    model, tok = load_policy("tiny-lab", lab_config=_lab_config(cfg, task))
+    tpl = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
+    test_time = compare_with_best_of_n(model, tok, task, task.splits()[1][:args.tt_rows], feedback_reward(), n=1,
+                                       rounds=4, temperature=cfg.trainer.temperature, seed=0, **tpl)
+
+    print(f"\nmachine: {machine()}\n")
+    rows = []
+    for name in methods:
+        mine = [r for r in runs if r["method"] == name]
+        rows.append([name, median([r["acc_after"] for r in mine]), ", ".join(f"{r['acc_after']:.3f}" for r in mine),
+                     ", ".join(str(r["steps_to_grpo_final"]) for r in mine), median([r["wall_s"] for r in mine])])
+    print(table(["method", "acc after (median)", "per seed", "steps to GRPO's final", "wall s"], rows))
+    print("s/step:", {k: round(v["median_s"], 3) for k, v in speed.items()})
+    print("test time:", test_time)
+    write_results("sdpo", config={"configs": ["configs/sdpo.yaml", "configs/sdpo_feedback.yaml"], "steps": args.steps,
+                                  "seeds": args.seeds, "speed_steps": args.speed_steps, "tt_rows": args.tt_rows},
+                  runs=runs, summary={"speed": speed, "test_time": test_time})
+
+
+if __name__ == "__main__":
+    main()
