@@ -10,19 +10,23 @@ on held-out rows against the fair baseline, best-of-N with the same number of sa
 reprompting loop may use (N x R), on the rows the greedy policy gets wrong: how many each
 solves (discovery rate) and how many samples that took.
 
-Left out on purpose: test-time *training* (a few SDPO steps on the one question); the trainers
-do that on batches, and on one question the policy here has nothing to copy from until it
-succeeds, at which point the loop has already stopped.
+Optional test-time *training* (``train_steps > 0``, off by default): after each failed round,
+a few SDPO steps on that question alone. The student is a copy of the policy (the policy itself
+is never changed), trained on the round's candidates towards the frozen policy reprompted with
+the round's feedback (``teacher_model_kind="base"``, ``losses.sdpo_loss``); the next round
+samples from the trained copy. Needs feedback: a round whose best candidate has none trains nothing.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
-from .generation import generate_completions, sample
+from .generation import completion_logits, encode_prompts, generate_completions, sample
+from .losses import sdpo_loss
 from .reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE
 from .rewards import call_reward_with_feedback
 from .tasks import completion_text
@@ -37,6 +41,7 @@ class TestTimeResult:
     samples: int                 # completions sampled in all
     answer: str | None           # the first successful completion's text
     prompts: list = field(default_factory=list)  # the prompt of each round (the reprompts, for reading)
+    distill_losses: list = field(default_factory=list)  # test-time training: the loss of every SDPO step
 
 
 def _reprompt(prompt, attempt: str | None, feedback: str | None, reprompt_template: str, solution_template: str,
@@ -49,21 +54,46 @@ def _reprompt(prompt, attempt: str | None, feedback: str | None, reprompt_templa
     return list(prompt[:-1]) + [{"role": "user", "content": text}]
 
 
+def test_time_step(student, optimizer, teacher, tokenizer, prompt, teacher_prompt, ro, temperature: float) -> float:
+    """One SDPO step of test-time training: the student on (question, candidates) towards the
+    frozen teacher on (reprompt, the same candidates); sampled-token loss. Returns the loss."""
+    n = ro.completion_ids.size(0)
+    s_enc = encode_prompts(tokenizer, [prompt] * n, ro.completion_ids.device)              # (n, P)
+    t_enc = encode_prompts(tokenizer, [teacher_prompt] * n, ro.completion_ids.device)      # (n, P')
+    with torch.no_grad():
+        t = completion_logits(teacher, t_enc["input_ids"], t_enc["attention_mask"], ro.completion_ids,
+                              ro.completion_mask) / temperature                            # (n, T, V)
+    with torch.enable_grad():
+        s = completion_logits(student, s_enc["input_ids"], s_enc["attention_mask"], ro.completion_ids,
+                              ro.completion_mask) / temperature                            # (n, T, V)
+        loss, _ = sdpo_loss(s, t, ro.completion_ids, ro.completion_mask.to(s.dtype), mode="sampled_token")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
 @torch.no_grad()
 def test_time_self_distillation(model, tokenizer, prompt, reward_fn: Callable, *, columns: dict, n: int = 8,
                                 rounds: int = 3, max_new_tokens: int = 8, temperature: float = 1.0,
                                 success_threshold: float = 1.0, show_best_attempt: bool = False,
                                 reprompt_template: str = REPROMPT_TEMPLATE, solution_template: str = SOLUTION_TEMPLATE,
-                                feedback_template: str = FEEDBACK_TEMPLATE) -> TestTimeResult:
+                                feedback_template: str = FEEDBACK_TEMPLATE, train_steps: int = 0,
+                                train_lr: float = 1e-4) -> TestTimeResult:
     """Reprompt one question until a candidate succeeds or ``rounds`` run out (module docstring).
 
     ``reward_fn``: a TRL-signature reward (floats or ``{"score", "feedback"}``); ``columns`` its
     dataset columns for this one row (``{"answer": "9"}``). ``show_best_attempt`` also puts the
-    best-scoring failed candidate in the reprompt (useful with partial credit)."""
-    current, seen = prompt, []
+    best-scoring failed candidate in the reprompt (useful with partial credit). ``train_steps``
+    SDPO steps (AdamW, ``train_lr``) on a copy of ``model`` after each failed round with feedback;
+    0 (default): no training, ``model`` is the only model."""
+    if train_steps < 0 or n < 1 or rounds < 1:
+        raise ValueError(f"need n >= 1, rounds >= 1 and train_steps >= 0, got {n}, {rounds}, {train_steps}")
+    current, seen, losses = prompt, [], []
+    student, optimizer = model, None
     for r in range(1, rounds + 1):
         seen.append(current)
-        ro = sample(model, tokenizer, [current], max_new_tokens=max_new_tokens, temperature=temperature,
+        ro = sample(student, tokenizer, [current], max_new_tokens=max_new_tokens, temperature=temperature,
                     num_return_sequences=n)
         chat = not isinstance(prompt, str)
         completions = [[{"role": "assistant", "content": t}] if chat else t for t in ro.texts]
@@ -71,10 +101,16 @@ def test_time_self_distillation(model, tokenizer, prompt, reward_fn: Callable, *
                                                       **{k: [v] * n for k, v in columns.items()})
         best = max(range(n), key=lambda i: scores[i])
         if scores[best] >= success_threshold:
-            return TestTimeResult(True, r, r * n, ro.texts[best], seen)
+            return TestTimeResult(True, r, r * n, ro.texts[best], seen, losses)
         attempt = completion_text(completions[best]) if show_best_attempt else None
         current = _reprompt(prompt, attempt, feedbacks[best], reprompt_template, solution_template, feedback_template)
-    return TestTimeResult(False, rounds, rounds * n, None, seen)
+        if train_steps and feedbacks[best] and r < rounds:   # the teacher: the frozen policy, shown the feedback
+            if optimizer is None:
+                student = copy.deepcopy(model).requires_grad_(True)
+                optimizer = torch.optim.AdamW(student.parameters(), lr=train_lr)
+            losses += [test_time_step(student, optimizer, model, tokenizer, prompt, current, ro, temperature)
+                       for _ in range(train_steps)]
+    return TestTimeResult(False, rounds, rounds * n, None, seen, losses)
 
 
 @torch.no_grad()

@@ -56,3 +56,52 @@ def test_compare_with_best_of_n_counts_the_greedy_failures(lab):
     assert out["ttsd_mean_samples"] <= out["best_of_n_samples"] == 4
     after = out["ttsd_solved_after_round"]
     assert after == sorted(after) and after[-1] == pytest.approx(out["ttsd_solved"])
+
+
+def test_test_time_training_moves_a_copy_towards_the_reprompted_teacher(lab):
+    """train_steps > 0: SDPO steps on a copy of the policy, never on the policy; each step lowers
+    the student's log s - log t on the round's candidates (towards the teacher shown the feedback)."""
+    model, tok, task, heldout = lab
+    from sdpo_kit.generation import completion_logits, encode_prompts
+    from sdpo_kit.losses import token_logprobs
+
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    row = heldout[0]
+    torch.manual_seed(0)
+    ro = tt.sample(model, tok, [row["prompt"]], max_new_tokens=4, temperature=1.0, num_return_sequences=4)
+    fb = task.feedback("99", row["answer"])
+    teacher_prompt = tt._reprompt(row["prompt"], None, fb, tt.REPROMPT_TEMPLATE, tt.SOLUTION_TEMPLATE, tt.FEEDBACK_TEMPLATE)
+
+    def gap(m):  # mean over the candidates' tokens of log s - log t (the sampled-token KL estimate)
+        with torch.no_grad():
+            lp = []
+            for p in (row["prompt"], teacher_prompt):
+                enc = encode_prompts(tok, [p] * 4)
+                net = m if p is row["prompt"] else model
+                lp.append(token_logprobs(completion_logits(net, enc["input_ids"], enc["attention_mask"],
+                                                           ro.completion_ids, ro.completion_mask), ro.completion_ids))
+            return ((lp[0] - lp[1]) * ro.completion_mask).sum() / ro.completion_mask.sum()
+
+    import copy
+    LR, STEPS = 1e-4, 10   # test_time_self_distillation's default lr (at 3e-4 the fixed-sample loss overshoots)
+    student = copy.deepcopy(model).requires_grad_(True)
+    opt = torch.optim.AdamW(student.parameters(), lr=LR)
+    gaps = [gap(student)]
+    for _ in range(STEPS):
+        tt.test_time_step(student, opt, model, tok, row["prompt"], teacher_prompt, ro, temperature=1.0)
+        gaps.append(gap(student))
+    assert gaps[0] > 0.05, f"the teacher shown the feedback should disagree with the student first: {gaps}"
+    assert all(b < a for a, b in zip(gaps, gaps[1:])) and gaps[-1] < 0.9 * gaps[0], gaps
+
+    torch.manual_seed(0)
+    failed = [r for r in heldout[:40] if not task.is_correct(tt.generate_completions(model, tok, [r["prompt"]],
+                                                                                       max_new_tokens=4)[0], r["answer"])]
+    results = [tt.test_time_self_distillation(model, tok, r["prompt"], feedback_reward(), columns={"answer": r["answer"]},
+                                              n=2, rounds=3, max_new_tokens=4, train_steps=2) for r in failed[:10]]
+    for x in results:   # two steps after every failed round but the last (every failure has feedback here)
+        assert len(x.distill_losses) == 2 * (x.rounds - 1) and all(map(lambda v: v == v, x.distill_losses))
+    assert any(x.distill_losses for x in results), "no question needed a second round: training never ran"
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items()), "the policy itself is never trained"
+    with pytest.raises(ValueError):
+        tt.test_time_self_distillation(model, tok, heldout[0]["prompt"], feedback_reward(),
+                                       columns={"answer": heldout[0]["answer"]}, train_steps=-1)
