@@ -6,6 +6,8 @@ Part 1, learning (scratch backend, the same warm start, budget, seeds and knobs)
     grpo            configs/sdpo.yaml's trainer knobs with algorithm grpo (exact-match reward)
     sdpo            configs/sdpo.yaml: self-distillation from successful siblings only
     sdpo_feedback   configs/sdpo_feedback.yaml: plus the checker's feedback in the reprompt
+    sdpo_lr_1e-4    configs/sdpo.yaml at learning_rate 1e-4 (a third of GRPO's step size)
+    sdpo_base_teacher  configs/sdpo.yaml with teacher_model_kind base (the frozen warm start)
 held-out greedy accuracy at every evaluation, wall time, and the first step at which each run
 reaches GRPO's final accuracy (same seed).
 
@@ -104,7 +106,10 @@ def main():
     ap.add_argument("--tt-rows", type=int, default=200)
     args = ap.parse_args()
     sdpo, feedback = load("sdpo"), load("sdpo_feedback")
-    methods = {"grpo": as_grpo(sdpo), "sdpo": sdpo, "sdpo_feedback": feedback}
+    methods = {"grpo": as_grpo(sdpo), "sdpo": sdpo, "sdpo_feedback": feedback,
+               # ablations of configs/sdpo.yaml (notebook 05 explains them): a third of the step size, a frozen teacher
+               "sdpo_lr_1e-4": {**sdpo, "trainer": {**sdpo["trainer"], "learning_rate": 1.0e-4}},
+               "sdpo_base_teacher": {**sdpo, "trainer": {**sdpo["trainer"], "teacher_model_kind": "base"}}}
 
     runs = []
     for seed in args.seeds:

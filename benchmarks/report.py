@@ -138,7 +138,7 @@ def vapor(res: dict) -> str:
 def sdpo(res: dict) -> str:
     sp, tt = res["summary"]["speed"], res["summary"]["test_time"]
     rows = []
-    for method in ("grpo", "sdpo", "sdpo_feedback"):
+    for method in dict.fromkeys(r["method"] for r in res["runs"]):   # in the benchmark's order
         mine = [r for r in res["runs"] if r["method"] == method]
         rows.append([f"`{method}`", statistics.median(r["acc_after"] for r in mine),
                      ", ".join(f"{r['acc_after']:.3f}" for r in mine),
