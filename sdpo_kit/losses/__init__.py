@@ -4,9 +4,10 @@
     grpo.py     group-relative advantages, the four aggregations, ``grpo_loss``
     vapor.py    VAPOR: ``preference_log_term``, ``vapor_loss``, ``preference_dpo_loss``
     sdpo.py     SDPO: ``sdpo_loss`` (self-distillation, equal to trl.experimental.sdpo), ``generalized_jsd``
+    ppo.py      PPO with a critic (= trl 0.11.4): ``per_token_rewards``, ``gae``, ``ppo_loss``, KL
+                controllers, ``RunningMoments`` / ``scale_scores``, ``distillation_loss`` (Hinton's KD)
 
 Every public name is re-exported here: ``from sdpo_kit.losses import grpo_loss``.
-The PPO track adds ``ppo.py`` beside them.
 """
 
 from .common import (
@@ -20,6 +21,22 @@ from .common import (
     token_logprobs,
 )
 from .grpo import LOSS_TYPES, SCALE_REWARDS, aggregate_loss, group_advantages, grpo_loss
+from .ppo import (
+    KL_PENALTIES,
+    AdaptiveKLController,
+    FixedKLController,
+    RunningMoments,
+    distillation_loss,
+    early_stop,
+    explained_variance,
+    gae,
+    kl_penalty_terms,
+    masked_var,
+    masked_whiten,
+    per_token_rewards,
+    ppo_loss,
+    scale_scores,
+)
 from .sdpo import SDPO_MODES, add_tail_bucket, generalized_jsd, sdpo_loss, sdpo_per_token_loss
 from .vapor import preference_dpo_loss, preference_log_term, vapor_loss
 
@@ -27,5 +44,7 @@ __all__ = [
     "CHUNK_ELEMENTS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate_loss", "check_same_shape", "group_advantages",
     "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "masked_mean", "masked_sum", "preference_dpo_loss",
     "preference_log_term", "token_logprobs", "vapor_loss", "SDPO_MODES", "add_tail_bucket", "generalized_jsd",
-    "sdpo_loss", "sdpo_per_token_loss",
+    "sdpo_loss", "sdpo_per_token_loss", "KL_PENALTIES", "AdaptiveKLController", "FixedKLController", "RunningMoments",
+    "distillation_loss", "early_stop", "explained_variance", "gae", "kl_penalty_terms", "masked_var", "masked_whiten",
+    "per_token_rewards", "ppo_loss", "scale_scores",
 ]
