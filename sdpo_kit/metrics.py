@@ -51,13 +51,35 @@ METRICS: dict[str, str] = {
     "sdpo/feedback_frac": "fraction of rows whose teacher prompt carries feedback",
     "sdpo/reprompt_truncated": "fraction of teacher prompts cut to max_reprompt_len",
     "sdpo/teacher_student_kl": "mean log pi_student - log pi_teacher on the sampled tokens, rows with a teacher",
-    # logged by the TRL backend only (TRL computes them; the scratch loop does not)
+    # PPO (trainers/ppo.py); classic trl 0.11.4 names in PPO_CLASSIC_NAMES
+    "reward/score_raw": "mean score before score processing (scaling, normalising, clipping)",
+    "loss/value": "the clipped value loss, 0.5 x max of squared errors (before vf_coef)",
+    "loss/kd": "distillation loss T^2 KL(teacher_T || student_T), token mean (before kd_coef)",
+    "stats/kl_coef": "the KL coefficient beta used for the step's per-token rewards",
+    "stats/kl": "KL(pi || pi_ref) of the step's responses: summed over tokens, mean over responses",
+    "stats/policy_kl": "mean log pi_old - log pi over the PPO passes (early stopping reads it)",
+    "stats/approx_kl": "0.5 mean (log pi - log pi_old)^2 over the PPO passes",
+    "stats/vf_clip_frac": "fraction of tokens where the value clip is active",
+    "stats/explained_variance": "1 - var(returns - values) / var(returns): 1 a perfect critic",
+    "stats/early_stopped": "1 when the PPO epochs stopped early (policy KL > 1.5 target_kl)",
+    "stats/ppo_epochs_run": "PPO epochs run this step",
+    # logged by the TRL backend only (TRL computes them; the scratch loop does not; PPO logs entropy)
     "reward/<name>/std": "std of one reward function (TRL only)",
     "stats/clip_frac_low_min": "smallest per-process low clip fraction (TRL only)",
     "stats/clip_frac_high_max": "largest per-process high clip fraction (TRL only)",
-    "stats/entropy": "mean token entropy of the policy on its completions (TRL only)",
+    "stats/entropy": "mean token entropy of the policy on its completions (TRL GRPO and PPO)",
     "stats/grad_norm": "gradient norm before clipping (TRL only)",
     "completion/<stat>": "TRL's completion statistics: min/max/mean length, clipped ratio, ... (TRL only)",
+}
+
+# classic trl 0.11.4 PPOTrainer stat names -> ours (for readers coming from its logs)
+PPO_CLASSIC_NAMES: dict[str, str] = {
+    "env/reward_mean": "reward/mean", "env/reward_std": "reward/std", "objective/kl": "stats/kl",
+    "objective/kl_coef": "stats/kl_coef", "ppo/loss/policy": "loss/policy", "ppo/loss/value": "loss/value",
+    "ppo/loss/total": "loss", "ppo/policy/entropy": "stats/entropy", "ppo/policy/approxkl": "stats/approx_kl",
+    "ppo/policy/policykl": "stats/policy_kl", "ppo/policy/clipfrac": "stats/clip_frac",
+    "ppo/val/clipfrac": "stats/vf_clip_frac", "ppo/learning_rate": "stats/learning_rate",
+    "tokens/responses_len_mean": "completion/mean_length", "time/ppo/total": "time/step_s",
 }
 
 # ---------------------------------------------------------------------------------------

@@ -76,6 +76,10 @@ ALGORITHM_PANELS: dict[str, tuple[Panel, ...]] = {
         Panel("VAPOR preference term P and ratio v", ("vapor/preference_term", "vapor/verifiable_ratio")),
         Panel("VAPOR spans found", ("vapor/span_found_frac", "vapor/preference_found_frac"), ylim=(-0.02, 1.02)),
     ),
+    "ppo": (
+        Panel("KL to the reference and its coefficient", ("stats/kl", "stats/kl_coef")),
+        Panel("value loss, distillation loss", ("loss/value", "loss/kd")),
+    ),
 }
 
 

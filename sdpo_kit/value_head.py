@@ -63,11 +63,11 @@ class PolicyWithValueHead(torch.nn.Module):
     def generate(self, *args, **kwargs):
         return self.policy.generate(*args, **kwargs)
 
-    def save_pretrained(self, path) -> None:
+    def save_pretrained(self, path, **kwargs) -> None:
         from safetensors.torch import save_file
 
         path = Path(path)
-        self.policy.save_pretrained(path)
+        self.policy.save_pretrained(path, **kwargs)
         save_file({k: v.detach().cpu().contiguous() for k, v in self.v_head.state_dict().items()}, path / HEAD_FILE)
 
     def load_head(self, path) -> None:

@@ -58,7 +58,7 @@ def test_bad_values_and_yaml_numbers(tmp_path):
     assert cfg.trainer.learning_rate == pytest.approx(3e-4) and isinstance(cfg.trainer.learning_rate, float)
     assert cfg.trainer.max_steps == 7 and cfg.task["n_eval"] == 10 and cfg.reward == [{"type": "exact_match"}]
     for bad, msg in [({"backend": "jax"}, "no trainer for algorithm='grpo', backend='jax'.*grpo/scratch"),
-                     ({"algorithm": "ppo"}, "no trainer for algorithm='ppo'"),
+                     ({"algorithm": "ppo", "backend": "trl"}, "no trainer for algorithm='ppo', backend='trl'"),
                      ({"trainer": {"backend": "trl"}}, "top-level"),
                      ({"trainer": {"output_dir": "x"}}, "top-level output_dir"),
                      ({"trainer": {"num_generations": 1}}, "num_generations"),

@@ -21,6 +21,21 @@ def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagg
     return exact_match_reward(answer_field, tagged=tagged)
 
 
+def _reward_model_from_config(model, tokenizer, task, name="tiny-lab", micro_batch_size=256):
+    """A sequence-classification reward model: the tiny lab's (built and cached in code, for the
+    task's digits / terms) or a local directory / hub id with its own tokenizer."""
+    from ..reward_model import RewardModelConfig, build_reward_model, sequence_classifier_reward
+
+    if name == "tiny-lab":
+        rm, rm_tok = build_reward_model(RewardModelConfig(digits=getattr(task, "digits", 1),
+                                                          terms=getattr(task, "terms", 3)))
+    else:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        rm, rm_tok = AutoModelForSequenceClassification.from_pretrained(name).eval(), AutoTokenizer.from_pretrained(name)
+    return sequence_classifier_reward(rm, rm_tok, micro_batch_size)
+
+
 # type -> (builder(model, tokenizer, task, **options), needs a model and tokenizer)
 REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
     "exact_match": (_exact_match_from_config, False),
@@ -41,6 +56,7 @@ REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
                           scorer="policy", micro_batch_size=64:
                           answer_likelihood_reward(model, tokenizer, answer_field, separator=separator,
                                                    scorer=scorer, micro_batch_size=micro_batch_size), True),
+    "reward_model": (_reward_model_from_config, False),
 }
 REWARD_BUILDERS["coverage_ce"] = REWARD_BUILDERS["supervised"]  # alias: the seed calls it "supervised"
 REWARD_TYPES = tuple(sorted(REWARD_BUILDERS))
@@ -61,6 +77,8 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
         coverage_ce          alias of supervised (the seed's coverage-weighted CE)
         answer_likelihood    answer_field="answer", separator="\\nAnswer: ", scorer, micro_batch_size
                                                                                   (needs model, tokenizer)
+        reward_model         name="tiny-lab" (built in code) | a sequence-classification model dir / hub id,
+                             micro_batch_size=256
 
     Weights are not an option here: pass them to ``compute_rewards`` / the trainers
     (``reward_weights``). Unknown types or options raise ``ValueError`` listing the valid ones.

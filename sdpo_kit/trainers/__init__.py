@@ -10,6 +10,7 @@
     vapor.py       VAPOR on TRL (VAPORConfig(trl.GRPOConfig), VAPORTrainer(trl.GRPOTrainer))
     sdpo_loop.py   SDPO from scratch (SDPOFields, SDPOLoopConfig, SDPOLoop)
     sdpo.py        SDPO on TRL (SDPOConfig(trl.GRPOConfig), SDPOTrainer(trl.GRPOTrainer))
+    ppo.py         teacher-student PPO from scratch (TeacherStudentPPOTrainer; its config in ppo_config.py)
     registry.py    (algorithm, backend) -> config class, build, run
 
 The registrations below are the whole list; a new algorithm adds its lines here.
@@ -28,5 +29,7 @@ register("sdpo", "trl", config="sdpo_kit.trainers.sdpo:TRLSDPOConfig",
          build="sdpo_kit.trainers.sdpo:build_sdpo_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
 register("vapor", "trl", config="sdpo_kit.trainers.vapor:TRLVAPORConfig",
          build="sdpo_kit.trainers.vapor:build_vapor_from_config", run="sdpo_kit.trainers.trl_base:train_trl")
+register("ppo", "scratch", config="sdpo_kit.trainers.ppo_config:TeacherStudentPPOConfig",
+         build="sdpo_kit.trainers.ppo:build_ppo_from_config")
 
 __all__ = ["TRAINERS", "algorithms", "backends", "get_trainer", "register"]

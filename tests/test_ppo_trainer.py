@@ -1,0 +1,136 @@
+"""TeacherStudentPPOTrainer on the tiny lab: config checks, one step's bookkeeping (KL control,
+frozen reference, early stopping, metrics), distillation towards the teacher, LoRA, and resume."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from test_metrics import documented
+from test_resume import assert_same_rows, char_reward
+
+from sdpo_kit.generation import completion_logits, sample
+from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.losses import token_logprobs
+from sdpo_kit.models import _add_peft_lora, _lora_kwargs
+from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.trainers.ppo import TeacherStudentPPOTrainer
+from sdpo_kit.trainers.ppo_config import TeacherStudentPPOConfig
+
+
+@pytest.fixture(scope="module")
+def lab():
+    tok = build_tokenizer()
+    task = ArithmeticTask(n_eval=16, seed=0)
+    return tok, task, task.splits()
+
+
+def make(lab, tmp_path=None, student_seed=0, lora=False, **kw):
+    tok, task, (rows, heldout) = lab
+    student = build_model(tok, seed=student_seed)
+    if lora:
+        student = _add_peft_lora(student, _lora_kwargs(4))
+    teacher = build_model(tok, seed=99)
+    cfg = dict(batch_size=8, mini_batch_size=4, ppo_epochs=2, max_steps=3, learning_rate=1e-3, max_completion_length=3,
+               eval_every=0, kd_coef=0.5, seed=0, output_dir=str(tmp_path) if tmp_path else None)
+    cfg.update(kw)
+    return TeacherStudentPPOTrainer(student, tok, [char_reward], rows, TeacherStudentPPOConfig(**cfg), teacher=teacher)
+
+
+def test_config_errors_say_what_would_work():
+    with pytest.raises(ValueError, match=r"nearest valid batch_size: \[8, 12\].*\[1, 2, 5, 10\]"):
+        TeacherStudentPPOConfig(batch_size=10, mini_batch_size=4)
+    with pytest.raises(ValueError, match="needs a teacher_model"):
+        TeacherStudentPPOConfig(teacher_model=None)
+    with pytest.raises(ValueError, match="nothing to train"):
+        TeacherStudentPPOConfig(kd_coef=0.0, ppo_coef=0.0)
+    with pytest.raises(ValueError, match="scheduler_name"):
+        TeacherStudentPPOConfig(scheduler_name="step")
+    with pytest.raises(ValueError, match="kl_penalty"):
+        TeacherStudentPPOConfig(kl_penalty="k3")
+    assert TeacherStudentPPOConfig(batch_size=12, mini_batch_size=3).prompts_per_step == 12
+
+
+def test_a_step_logs_documented_metrics_and_updates_the_kl_coefficient(lab):
+    trainer = make(lab, target=0.01, horizon=100.0, init_kl_coef=0.3)
+    rows = trainer.train()
+    for r in rows:
+        undocumented = [k for k in r if not documented(k)]
+        assert not undocumented, undocumented
+        assert all(math.isfinite(v) for v in r.values() if isinstance(v, float))
+    # adaptive control: each step's coefficient is the previous one x (1 + clip(kl / target - 1, +-0.2) B / horizon)
+    for prev, nxt in zip(rows, rows[1:]):
+        err = min(max(prev["stats/kl"] / 0.01 - 1, -0.2), 0.2)
+        assert nxt["stats/kl_coef"] == pytest.approx(prev["stats/kl_coef"] * (1 + err * 8 / 100.0))
+    assert rows[0]["stats/kl_coef"] == 0.3 and rows[0]["stats/kl"] == pytest.approx(0.0, abs=1e-6), \
+        "step 1 samples from the reference itself"
+    assert rows[1]["stats/kl_coef"] < 0.3, "KL below its target: beta shrinks"
+    assert rows[1]["stats/kl"] > 0.01 and rows[2]["stats/kl_coef"] > rows[1]["stats/kl_coef"], "above it: beta grows"
+
+
+def test_the_reference_stays_the_start_while_the_student_moves(lab):
+    tok, task, (rows, _) = lab
+    trainer = make(lab)
+    start = build_model(tok, seed=0)
+    trainer.train()
+    torch.manual_seed(0)
+    ro = sample(trainer.model, tok, [r["prompt"] for r in rows[:4]], max_new_tokens=3)
+    args = (ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
+    torch.testing.assert_close(trainer.ref_logprobs(ro), token_logprobs(completion_logits(start, *args), ro.completion_ids))
+    assert not torch.allclose(token_logprobs(completion_logits(trainer.model, *args), ro.completion_ids),
+                              trainer.ref_logprobs(ro)), "the student trained"
+
+
+def test_early_stopping_cuts_the_epochs_and_only_when_on(lab):
+    stopped = make(lab, ppo_epochs=4, target_kl=1e-9, learning_rate=3e-2).train()
+    assert all(r["stats/early_stopped"] == 1.0 and r["stats/ppo_epochs_run"] < 4 for r in stopped[1:])
+    never = make(lab, ppo_epochs=4, target_kl=1e-9, learning_rate=3e-2, early_stopping=False).train()
+    assert all(r["stats/early_stopped"] == 0.0 and r["stats/ppo_epochs_run"] == 4 for r in never)
+
+
+def test_distillation_alone_pulls_the_student_towards_the_teacher(lab):
+    tok, task, (rows, heldout) = lab
+    trainer = make(lab, ppo_coef=0.0, kd_coef=1.0, max_steps=8, learning_rate=3e-3, kd_temperature=1.0)
+    prompts = [r["prompt"] for r in heldout[:8]]
+
+    def kl_to_teacher():
+        torch.manual_seed(1)
+        ro = sample(trainer.teacher, tok, prompts, max_new_tokens=3)
+        args = (ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
+        with torch.no_grad():
+            t = torch.log_softmax(completion_logits(trainer.teacher, *args), -1)
+            s = torch.log_softmax(completion_logits(trainer.model, *args), -1)
+        kl = (t.exp() * (t - s)).sum(-1)
+        return ((kl * ro.completion_mask).sum() / ro.completion_mask.sum()).item()
+
+    before = kl_to_teacher()
+    rows_ = trainer.train()
+    assert kl_to_teacher() < 0.7 * before, "held-out KL(teacher || student) fell"
+    assert rows_[-1]["loss/kd"] < rows_[0]["loss/kd"]
+    assert all(r["loss/policy"] == r["loss/policy"] for r in rows_)   # still computed and logged at ppo_coef 0
+
+
+def test_ppo_alone_needs_no_teacher_and_a_lora_student_trains_its_adapter(lab):
+    tok, task, (rows, _) = lab
+    student = _add_peft_lora(build_model(tok, seed=0), _lora_kwargs(4))
+    frozen = {n: p.detach().clone() for n, p in student.named_parameters() if "lora_" not in n}
+    cfg = TeacherStudentPPOConfig(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=2, learning_rate=1e-2,
+                                  max_completion_length=3, eval_every=0, kd_coef=0.0, teacher_model=None)
+    trainer = TeacherStudentPPOTrainer(student, tok, [char_reward], rows, cfg)
+    assert trainer.ref_model is None, "a PEFT student's reference is itself without the adapter: no copy"
+    rows_ = trainer.train()
+    assert rows_[-1]["loss/kd"] == 0.0
+    assert all(torch.equal(p, frozen[n]) for n, p in student.named_parameters() if n in frozen)
+    with pytest.raises(ValueError, match="teacher"):
+        TeacherStudentPPOTrainer(build_model(tok, seed=0), tok, [char_reward], rows,
+                                 TeacherStudentPPOConfig(batch_size=8, mini_batch_size=4))
+
+
+def test_resume_repeats_the_uninterrupted_run(lab, tmp_path):
+    """Value head, KL coefficient and running score moments are all in the checkpoint."""
+    full = make(lab, tmp_path / "full", max_steps=4).train()
+    make(lab, tmp_path / "cut", max_steps=4, save_steps=2).train()
+    resumed = make(lab, tmp_path / "again", max_steps=4).train(resume_from_checkpoint=tmp_path / "cut" / "checkpoint-2")
+    assert_same_rows(full[2:], resumed[2:])
+    assert full[2]["stats/kl_coef"] != full[0]["stats/kl_coef"], "the coefficient moved, so resuming it mattered"
