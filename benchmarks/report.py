@@ -158,6 +158,35 @@ def sdpo(res: dict) -> str:
         f"{tt['best_of_n_solved']:.3f}.", "", provenance(res)])
 
 
+def ppo(res: dict) -> str:
+    sm = res["summary"]
+    rows = []
+    for method in dict.fromkeys(r["method"] for r in res["runs"]):
+        mine = [r for r in res["runs"] if r["method"] == method]
+        rows.append([f"`{method}`", statistics.median(r["acc_after"] for r in mine),
+                     ", ".join(f"{r['acc_after']:.3f}" for r in mine),
+                     f"{statistics.median(r['gap_closed'] for r in mine):.2f}",
+                     f"{statistics.median(r['wall_s'] for r in mine):.0f}",
+                     f"{statistics.median(r['s_per_step'] for r in mine):.3f}"])
+    agree, curve = sm["reward_model"], [c for c in sm["rm_curve"] if c["acc"] is not None]
+    score_at = {c["step"]: c["score_raw"] for c in sm["rm_curve"] if c["score_raw"] is not None}
+    first = next((c for c in curve if c["step"] in score_at), None)
+    last = curve[-1]
+    rm_line = (f"With the learned reward model instead of the checker (PPO alone, seed 0, {res['config']['rm_steps']} "
+               f"steps): its raw score goes {first['score_raw']:+.2f} (step {first['step']}) -> "
+               f"{score_at.get(last['step'], float('nan')):+.2f} (step {last['step']}) while held-out accuracy goes "
+               f"{curve[0]['acc']:.3f} -> {last['acc']:.3f}." if first else "")
+    return "\n".join([
+        md_table(["method", "held-out acc (median)", "per seed", "gap closed (median)", "wall s", "s/step"], rows), "",
+        f"Student (the default warm start) {sm['student_acc']:.3f}, teacher (`teacher_lab: sft_steps 600`) "
+        f"{sm['teacher_acc']:.3f}; *gap closed* = (after - student) / (teacher - student). {res['config']['steps']} "
+        f"steps per run, seeds {fmt(res['config']['seeds'])}. Built from nothing: the teacher in "
+        f"{sm['teacher_build_s']:.0f} s, the reward model in {sm['reward_model_build_s']:.0f} s; the reward model agrees "
+        f"with exact match on {agree['agreement']:.3f} of the student's samples (true positives "
+        f"{agree['true_positive']:.3f}, false positives {agree['false_positive']:.3f}).", "", rm_line, "",
+        provenance(res)])
+
+
 def notebook_reference(nb: str):
     """The reference figures of one notebook's full-size run (its RESULTS dict)."""
     def render(res: dict) -> str:
@@ -183,10 +212,11 @@ BLOCKS = {
     "lab": ("lab", lab),
     "vapor": ("vapor", vapor),
     "sdpo": ("sdpo", sdpo),
+    "ppo": ("ppo", ppo),
     "fresh-clone": ("fresh_clone", fresh_clone),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
-MAKERS = {"sdpo": "bench_sdpo.py", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
+MAKERS = {"ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
           "notebooks_full": "bench_notebooks.py --full", "lab": "bench_lab.py",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
           "trainer.lr_scheduler_type=constant --name demo_constant_lr",
