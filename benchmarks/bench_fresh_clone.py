@@ -52,10 +52,12 @@ def main():
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
                               text=True, check=True).stdout.strip()
         # the same steps .ci/run takes, split so install and tests are timed apart:
-        # .ci/run = `make test`, whose first prerequisite is the install stamp
+        # .ci/run = `make test` (whose first prerequisite is the install stamp) and the legs after it
+        legs = re.findall(r"^make (\S+)", (clone / ".ci" / "run").read_text(), flags=re.M)
         t_install, _ = timed(["make", "install"], clone)
         t_test, out = timed(["bash", ".ci/run"], clone)
         phases = [{"tests": int(n), "seconds": float(s)} for n, s in PASSED.findall(out)]
+        docs = re.search(r"Documentation built in ([0-9.]+) seconds", out)
         print(f"\nmachine: {machine()}; commit {head}\n")
         print(table(["phase", "wall s"], [["make install (fresh .venv)", t_install],
                                           ["bash .ci/run (make test)", t_test],
@@ -63,7 +65,8 @@ def main():
         print("pytest phases:", ", ".join(f"{p['tests']} passed in {p['seconds']} s" for p in phases))
         print(f"\ntotal: {(t_install + t_test) / 60:.1f} min")
         write_results("fresh_clone", config={"cloned_commit": head},
-                      runs=[{"install_s": t_install, "ci_run_s": t_test, "pytest_phases": phases}],
+                      runs=[{"install_s": t_install, "ci_run_s": t_test, "pytest_phases": phases, "ci_legs": legs,
+                             "docs_build_s": float(docs.group(1)) if docs else None}],
                       summary={"install_s": t_install, "ci_run_s": t_test, "total_s": t_install + t_test})
     finally:
         if args.keep:

@@ -109,11 +109,15 @@ def fresh_clone(res: dict) -> str:
     names = ["unit tests", "notebooks (nbmake)", "TRL-path tests on trl 1.15 (`make test-trl115`)"]
     detail = "; ".join(f"{names[i] if i < len(names) else 'pytest'}: {p['tests']} passed in {p['seconds']:.1f} s"
                        for i, p in enumerate(phases))
+    legs = ", ".join(f"`make {leg}`" for leg in res["runs"][0].get("ci_legs", ["test"]))
+    docs = res["runs"][0].get("docs_build_s")
+    if docs is not None:
+        detail += f"; the docs site (`mkdocs build --strict`) built in {docs:.1f} s"
     return "\n".join([
         md_table(["phase", "wall s"], [["`make install` (fresh `.venv`)", f"{s['install_s']:.1f}"],
-                                       ["`bash .ci/run` (`make test`, its second venv included)", f"{s['ci_run_s']:.1f}"],
+                                       [f"`bash .ci/run` ({legs}; `make test` with its second venv)", f"{s['ci_run_s']:.1f}"],
                                        ["total", f"**{s['total_s']:.1f}** ({s['total_s'] / 60:.1f} min)"]]), "",
-        f"Inside `make test`: {detail}.", "", provenance(res)])
+        f"Inside: {detail}.", "", provenance(res)])
 
 
 def vapor(res: dict) -> str:
