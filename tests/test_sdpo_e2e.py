@@ -3,28 +3,17 @@ place of Qwen. Every test name carries "trl": `make test-trl115` runs them on tr
 
 from __future__ import annotations
 
-import pytest
+import test_sdpo_trl
 import torch
 from transformers import LlamaForCausalLM
 
-from sdpo_kit.lab import build_model, build_tokenizer
 from sdpo_kit.rewards import exact_match_reward, feedback_reward
 from sdpo_kit.tasks import ArithmeticTask
 from sdpo_kit.trainers.sdpo import build_trl_sdpo_trainer
 
 G = 4
-
-
-def char_reward(prompts, completions, **kwargs):
-    return [sum(map(ord, c[0]["content"])) % 7 / 7 for c in completions]
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    path = tmp_path_factory.mktemp("start")
-    tok = build_tokenizer()
-    build_model(tok, seed=0).save_pretrained(path)
-    return path, tok
+char_reward = test_sdpo_trl.char_reward
+lab = test_sdpo_trl.lab   # the fixture: the tiny start saved to a folder, and its tokenizer
 
 
 def trainer(lab, tmp_path, rewards=(char_reward,), **kw):
