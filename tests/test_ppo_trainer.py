@@ -50,6 +50,8 @@ def test_config_errors_say_what_would_work():
     with pytest.raises(ValueError, match="kl_penalty"):
         TeacherStudentPPOConfig(kl_penalty="k3")
     assert TeacherStudentPPOConfig(batch_size=12, mini_batch_size=3).prompts_per_step == 12
+    with pytest.raises(ValueError, match="one response per prompt"):
+        TeacherStudentPPOConfig(batch_size=8, prompts_per_step=16)
 
 
 def test_a_step_logs_documented_metrics_and_updates_the_kl_coefficient(lab):

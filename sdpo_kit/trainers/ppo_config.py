@@ -66,6 +66,9 @@ class TeacherStudentPPOConfig(RunConfig):
     prompts_per_step: int = 0             # set from batch_size
 
     def __post_init__(self):
+        if self.prompts_per_step not in (0, self.batch_size):
+            raise ValueError(f"PPO samples one response per prompt: set batch_size (got prompts_per_step="
+                             f"{self.prompts_per_step}, batch_size={self.batch_size})")
         self.prompts_per_step = self.batch_size
         if self.scheduler_name not in SCHEDULERS:
             raise ValueError(f"scheduler_name must be one of {SCHEDULERS}, got {self.scheduler_name!r}")
