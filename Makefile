@@ -12,7 +12,7 @@ TRL_TESTS := tests/test_trl_grpo.py tests/test_losses_trl.py tests/test_trl_comp
              tests/test_cli.py tests/test_resume.py tests/test_vapor_trainer.py tests/test_losses_sdpo.py \
              tests/test_reprompt.py tests/test_sdpo_trl.py tests/test_sdpo_e2e.py tests/test_losses_ppo.py
 
-.PHONY: install demo test unit notebooks lint docs bench bench-clone clean test-trl115
+.PHONY: install demo test unit notebooks lint docs bench bench-clone clean test-trl115 test-export
 
 install: $(STAMP)
 
@@ -47,6 +47,10 @@ $(STAMP115): pyproject.toml constraints.txt
 
 test-trl115: $(STAMP115)  ## the TRL-path tests on trl 1.15.0 (CPU: TRL's Triton log-prob kernel replaced by torch)
 	MPLBACKEND=Agg PYTHONPATH=tests $(VENV115)/bin/pytest -q -p no:cacheprovider -p trl115_cpu_kernel $(TRL_TESTS) -k trl
+
+test-export: $(STAMP)  ## GGUF export: fetch llama.cpp's converter once (pip download of an sdist, no build), run its tests
+	$(BIN)/python -c "from sdpo_kit.export_gguf import converter_dir; print('llama.cpp converter:', converter_dir())"
+	$(BIN)/pytest -q -p no:cacheprovider tests/test_export_gguf.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks

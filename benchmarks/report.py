@@ -191,6 +191,18 @@ def ppo(res: dict) -> str:
         provenance(res)])
 
 
+def export_table(res: dict) -> str:
+    rows = [[r["run"], f"`{r['format']}`", f"{r['max_logit_diff']:.1e}", f"{r['greedy_agree']:.3f}",
+             {True: "yes", False: "no", None: "-"}[r["vocab_equal"]], r["bytes"] // 1024, f"{r['export_s']:.1f}"]
+            for r in res["runs"]]
+    return "\n".join([
+        md_table(["run", "format", "max logit diff", "same greedy answer", "GGUF vocabulary equal", "KB", "export s"],
+                 rows), "",
+        f"One `configs/demo.yaml` run of {res['config']['steps']} steps per row group (`full`: the whole model trained, "
+        f"`lora`: a rank-4 adapter); each export loaded back (transformers; its GGUF loader for GGUF) and compared with "
+        f"the run's model in fp32 on {res['config']['prompts']} held-out prompts.", "", provenance(res)])
+
+
 def notebook_reference(nb: str):
     """The reference figures of one notebook's full-size run (its RESULTS dict)."""
     def render(res: dict) -> str:
@@ -217,10 +229,11 @@ BLOCKS = {
     "vapor": ("vapor", vapor),
     "sdpo": ("sdpo", sdpo),
     "ppo": ("ppo", ppo),
+    "export": ("export", export_table),
     "fresh-clone": ("fresh_clone", fresh_clone),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
-MAKERS = {"ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
+MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
           "notebooks_full": "bench_notebooks.py --full", "lab": "bench_lab.py",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
           "trainer.lr_scheduler_type=constant --name demo_constant_lr",
@@ -243,7 +256,7 @@ def render_text(text: str) -> str:
 
 
 def targets() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs" / "concepts").glob("*.md")),
+    return [ROOT / "README.md", ROOT / "docs" / "cli.md", *sorted((ROOT / "docs" / "concepts").glob("*.md")),
             *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 

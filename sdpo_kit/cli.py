@@ -190,9 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override any config key, e.g. --set trainer.eval_every=10 (repeatable)")
     ex = sub.add_parser("export", help="export a trained run: LoRA adapter or merged model (sdpo_kit.export)")
     ex.add_argument("run_dir", help="a directory `sdpo-kit train` wrote (config.yaml + model/)")
-    ex.add_argument("--format", default="lora", help="lora | merged | merged_4bit")
+    ex.add_argument("--format", default="lora", help="lora | merged | merged_4bit | gguf")
     ex.add_argument("--output-dir", help="where to write it (default RUN_DIR/export-FORMAT)")
     ex.add_argument("--dtype", default="fp16", help="merged weights: fp16 | bf16 | fp32")
+    ex.add_argument("--quant", default="f16", help="gguf: f32 | f16 | q8_0")
     ex.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     return parser
 
@@ -201,7 +202,8 @@ def export_main(args) -> int:
     from .export import ExportError, export
 
     try:
-        out = export(args.run_dir, args.format, args.output_dir, dtype=args.dtype, overwrite=args.overwrite)
+        out = export(args.run_dir, args.format, args.output_dir, dtype=args.dtype, quant=args.quant,
+                     overwrite=args.overwrite)
     except ExportError as e:
         print(f"sdpo-kit export: {e}", file=sys.stderr)
         return 2
