@@ -106,7 +106,8 @@ def lab(res: dict) -> str:
 def fresh_clone(res: dict) -> str:
     s = res["summary"]
     phases = res["runs"][0]["pytest_phases"]
-    names = ["unit tests", "notebooks (nbmake)", "TRL-path tests on trl 1.15 (`make test-trl115`)"]
+    names = ["unit tests", "notebooks (nbmake)", "TRL-path tests on trl 1.15 (`make test-trl115`)",
+             "GGUF export (`make test-export`)"]
     detail = "; ".join(f"{names[i] if i < len(names) else 'pytest'}: {p['tests']} passed in {p['seconds']:.1f} s"
                        for i, p in enumerate(phases))
     legs = ", ".join(f"`make {leg}`" for leg in res["runs"][0].get("ci_legs", ["test"]))
