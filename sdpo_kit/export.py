@@ -174,8 +174,6 @@ def round_trip(run_dir, export_dir, prompts, *, max_new_tokens: int = 8) -> dict
     difference over the prompts' next-token logits."""
     from transformers import AutoModelForCausalLM
 
-    from .generation import encode_prompts, generate_completions
-
     ref, tok = load_run_model(run_dir, dtype=torch.float32)
     export_dir = Path(export_dir)
     if is_adapter(export_dir):
@@ -186,12 +184,19 @@ def round_trip(run_dir, export_dir, prompts, *, max_new_tokens: int = 8) -> dict
     else:
         got = AutoModelForCausalLM.from_pretrained(export_dir).eval()
     dtype = next(got.parameters()).dtype
+    return {"dtype": str(dtype).replace("torch.", ""),
+            **compare_models(ref, got.to(torch.float32), tok, prompts, max_new_tokens)}
+
+
+@torch.no_grad()
+def compare_models(ref, got, tok, prompts, max_new_tokens: int = 8) -> dict:
+    """``max_logit_diff`` (next-token logits on ``prompts``), ``greedy_agree`` (share of prompts whose
+    greedy answers are the same) and ``greedy_equal`` (all of them)."""
+    from .generation import encode_prompts, generate_completions
+
     enc = encode_prompts(tok, prompts)
-    a = ref(**enc).logits[:, -1].float()
-    b = got.to(torch.float32)(**enc).logits[:, -1].float()
-    a_texts = generate_completions(ref, tok, prompts, max_new_tokens=max_new_tokens)
-    b_texts = generate_completions(got, tok, prompts, max_new_tokens=max_new_tokens)
-    agree = sum(x == y for x, y in zip(a_texts, b_texts)) / len(prompts)
-    return {"dtype": str(dtype).replace("torch.", ""), "max_logit_diff": (a - b).abs().max().item(),
-            "greedy_equal": agree == 1.0,
-            "greedy_agree": agree}
+    diff = (ref(**enc).logits[:, -1].float() - got(**enc).logits[:, -1].float()).abs().max().item()
+    a = generate_completions(ref, tok, prompts, max_new_tokens=max_new_tokens)
+    b = generate_completions(got, tok, prompts, max_new_tokens=max_new_tokens)
+    agree = sum(x == y for x, y in zip(a, b)) / len(prompts)
+    return {"max_logit_diff": diff, "greedy_agree": agree, "greedy_equal": agree == 1.0}

@@ -117,8 +117,7 @@ def gguf_round_trip(run_dir, gguf_file, prompts, *, max_new_tokens: int = 8) -> 
 
     from transformers import AutoModelForCausalLM
 
-    from .export import load_run_model
-    from .generation import encode_prompts, generate_completions
+    from .export import compare_models, load_run_model
 
     if importlib.util.find_spec("gguf") is None:
         raise RuntimeError("loading a GGUF file back needs the gguf package: pip install gguf")
@@ -128,10 +127,5 @@ def gguf_round_trip(run_dir, gguf_file, prompts, *, max_new_tokens: int = 8) -> 
                                                dtype=torch.float32).eval()   # dequantised to fp32
     vocab = gguf_vocabulary(gguf_file)
     ours = {i: t for t, i in tok.get_vocab().items()}
-    enc = encode_prompts(tok, prompts)
-    diff = (ref(**enc).logits[:, -1] - got(**enc).logits[:, -1]).abs().max().item()
-    a_texts = generate_completions(ref, tok, prompts, max_new_tokens=max_new_tokens)
-    b_texts = generate_completions(got, tok, prompts, max_new_tokens=max_new_tokens)
-    agree = sum(x == y for x, y in zip(a_texts, b_texts)) / len(prompts)
-    return {"vocab_equal": [ours.get(i) for i in range(len(vocab))] == vocab, "max_logit_diff": diff,
-            "greedy_equal": agree == 1.0, "greedy_agree": agree, "bytes": gguf_file.stat().st_size}
+    return {"vocab_equal": [ours.get(i) for i in range(len(vocab))] == vocab, "bytes": gguf_file.stat().st_size,
+            **compare_models(ref, got, tok, prompts, max_new_tokens)}

@@ -26,15 +26,15 @@ from dataclasses import dataclass
 
 import torch
 
+from .common import masked_mean
+
 KL_PENALTIES = ("kl", "abs", "mse")
 
 
 def masked_var(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> torch.Tensor:
     """Variance of ``x`` over ``mask`` (0.11.4's ``masked_var``: Bessel-corrected by default)."""
-    mask = mask.to(x.dtype)
-    n = mask.sum()
-    mean = (x * mask).sum() / n
-    var = (((x - mean) ** 2) * mask).sum() / n
+    n = mask.to(x.dtype).sum()
+    var = masked_mean((x - masked_mean(x, mask)) ** 2, mask)
     if unbiased:
         if n <= 1:
             raise ValueError("masked_var needs at least 2 unmasked values (a mini-batch of one token?)")
@@ -44,15 +44,9 @@ def masked_var(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> to
 
 def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
     """(x - mean) / sqrt(var + 1e-8) over ``mask``; ``shift_mean=False`` adds the mean back."""
-    m = mask.to(x.dtype)
-    mean = (x * m).sum() / m.sum()
+    mean = masked_mean(x, mask)
     out = (x - mean) * torch.rsqrt(masked_var(x, mask) + 1e-8)
     return out if shift_mean else out + mean
-
-
-def _mmean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    m = mask.to(x.dtype)
-    return (x * m).sum() / m.sum()
 
 
 def kl_penalty_terms(logp: torch.Tensor, ref_logp: torch.Tensor, kl_penalty: str = "kl") -> torch.Tensor:
@@ -118,22 +112,22 @@ def ppo_loss(logp: torch.Tensor, old_logp: torch.Tensor, values: torch.Tensor, o
     ``vf_clip_frac``, ``explained_variance`` (1 - var(R - V') / var(R)), ``entropy`` (with logits)."""
     v_clipped = torch.max(torch.min(values, old_values + cliprange_value), old_values - cliprange_value)
     vf_1, vf_2 = (values - returns) ** 2, (v_clipped - returns) ** 2               # (B, T)
-    vf_loss = 0.5 * _mmean(torch.max(vf_1, vf_2), mask)
+    vf_loss = 0.5 * masked_mean(torch.max(vf_1, vf_2), mask)
     ratio = torch.exp(logp - old_logp)                                             # (B, T)
     pg_1 = -advantages * ratio
     pg_2 = -advantages * torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange)
-    pg_loss = _mmean(torch.max(pg_1, pg_2), mask)
+    pg_loss = masked_mean(torch.max(pg_1, pg_2), mask)
     loss = pg_loss + vf_coef * vf_loss
     with torch.no_grad():
         stats = {"pg_loss": pg_loss.detach(), "vf_loss": vf_loss.detach(),
-                 "approx_kl": 0.5 * _mmean((logp - old_logp) ** 2, mask),
-                 "policy_kl": _mmean(old_logp - logp, mask),
-                 "clip_frac": _mmean((pg_2 > pg_1).to(pg_1.dtype), mask),
-                 "vf_clip_frac": _mmean((vf_2 > vf_1).to(vf_1.dtype), mask),
+                 "approx_kl": 0.5 * masked_mean((logp - old_logp) ** 2, mask),
+                 "policy_kl": masked_mean(old_logp - logp, mask),
+                 "clip_frac": masked_mean((pg_2 > pg_1).to(pg_1.dtype), mask),
+                 "vf_clip_frac": masked_mean((vf_2 > vf_1).to(vf_1.dtype), mask),
                  "explained_variance": explained_variance(values.detach(), returns, mask)}
         if logits is not None:
             p = torch.softmax(logits, -1)
-            stats["entropy"] = _mmean(torch.logsumexp(logits, -1) - (p * logits).sum(-1), mask)
+            stats["entropy"] = masked_mean(torch.logsumexp(logits, -1) - (p * logits).sum(-1), mask)
     return loss, stats
 
 
