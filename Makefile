@@ -7,12 +7,15 @@ export SDPO_KIT_CACHE ?= $(CURDIR)/.cache/sdpo_kit
 # trl 1.15 (Unsloth's pin, what Colab runs) in a venv of its own; the rest of the pins as constraints.txt
 VENV115 := .venv-trl115
 STAMP115 := $(VENV115)/.sdpo_kit-installed
+# verl 0.9.1 (pins transformers < 5.11) beside sdpo_kit in a venv of its own; pins in constraints-verl.txt
+VENVVERL := .venv-verl
+STAMPVERL := $(VENVVERL)/.sdpo_kit-installed
 # every TRL-path test (the -k selects them by name); see tests/trl115_cpu_kernel.py for why the plugin
 TRL_TESTS := tests/test_trl_grpo.py tests/test_losses_trl.py tests/test_trl_compat.py tests/test_plotting.py \
              tests/test_cli.py tests/test_resume.py tests/test_vapor_trainer.py tests/test_losses_sdpo.py \
              tests/test_reprompt.py tests/test_sdpo_trl.py tests/test_sdpo_e2e.py tests/test_losses_ppo.py
 
-.PHONY: install demo test unit notebooks lint docs bench bench-clone clean test-trl115 test-export
+.PHONY: install demo test unit notebooks lint docs bench bench-clone clean test-trl115 test-export test-verl
 
 install: $(STAMP)
 
@@ -52,6 +55,15 @@ test-export: $(STAMP)  ## GGUF export: fetch llama.cpp's converter once (pip dow
 	$(BIN)/python -c "from sdpo_kit.export_gguf import converter_dir; print('llama.cpp converter:', converter_dir())"
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_export_gguf.py
 
+$(STAMPVERL): pyproject.toml constraints-verl.txt
+	$(PY) -m venv $(VENVVERL)
+	$(VENVVERL)/bin/pip install -q --upgrade pip
+	$(VENVVERL)/bin/pip install -q -c constraints-verl.txt verl cachetools uvicorn fastapi pytest -e .
+	touch $(STAMPVERL)
+
+test-verl: $(STAMPVERL)  ## sdpo_kit against the real verl engine on CPU: core_algos, RLHFDataset, reward manager, config
+	$(VENVVERL)/bin/pytest -q -p no:cacheprovider tests/verl
+
 lint: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks
 
@@ -77,4 +89,4 @@ bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: install and `make test` t
 	$(BIN)/python benchmarks/report.py
 
 clean:
-	rm -rf $(VENV) $(VENV115) runs site .cache
+	rm -rf $(VENV) $(VENV115) $(VENVVERL) runs site .cache

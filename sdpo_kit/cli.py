@@ -195,7 +195,43 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--dtype", default="fp16", help="merged weights: fp16 | bf16 | fp32")
     ex.add_argument("--quant", default="f16", help="gguf: f32 | f16 | q8_0")
     ex.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    ve = sub.add_parser("export-verl", help="a config's task, reward and settings as a verl run (sdpo_kit.integrations.verl)")
+    ve.add_argument("config", help="path to a YAML config (algorithm grpo or ppo)")
+    ve.add_argument("--out", required=True, help="folder for train/val.parquet, reward.py, model/, run_verl.sh")
+    ve.add_argument("--n-gpus-per-node", type=int, default=1)
+    ve.add_argument("--nnodes", type=int, default=1)
+    ve.add_argument("--max-prompt-length", type=int, help="default: measured on the exported prompts (tiny lab), else 512")
+    ve.add_argument("--micro-batch-size-per-gpu", type=int, default=8)
+    ve.add_argument("--no-check", action="store_true", help="do not compose/validate with verl even if it is importable")
+    ve.add_argument("--set", action="append", metavar="KEY=VALUE", default=[], help="override any config key")
+    ve.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     return parser
+
+
+def export_verl_main(args) -> int:
+    from .config import ConfigError, load_config
+    from .integrations.verl import export_verl
+    from .integrations.verl_config import VerlExportError
+
+    try:
+        cfg = load_config(args.config, _parse_set(args.set))
+        out = export_verl(cfg, args.out, n_gpus_per_node=args.n_gpus_per_node, nnodes=args.nnodes,
+                          max_prompt_length=args.max_prompt_length,
+                          micro_batch_size_per_gpu=args.micro_batch_size_per_gpu,
+                          check=False if args.no_check else None, overwrite=args.overwrite, config_name=args.config)
+    except (ConfigError, VerlExportError) as e:
+        print(f"sdpo-kit export-verl: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out['out_dir']}: {', '.join(out['files'])}")
+    for u in out["unmapped"]:
+        print(f"  not in verl's config: {u}")
+    if out["checked_with_verl"]:
+        print("  composed against verl's ppo_trainer config and passed its validate_config")
+    else:
+        why = "--no-check" if args.no_check else "verl is not importable here (make test-verl checks in .venv-verl)"
+        print(f"  not checked against verl: {why}")
+    print(f"  run on a GPU machine: bash {out['out_dir']}/run_verl.sh")
+    return 0
 
 
 def export_main(args) -> int:
@@ -217,6 +253,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "export":
         return export_main(args)
+    if args.command == "export-verl":
+        return export_verl_main(args)
     overrides = _parse_set(args.set)
     if args.backend:
         overrides["backend"] = args.backend

@@ -1,5 +1,7 @@
 """The verl bridge without verl: the exported parquet follows verl's RL data schema row for row,
-and the generated reward module scores what the sdpo_kit reward scores (float, or score + feedback)."""
+the generated reward module scores what the sdpo_kit reward scores (float, or score + feedback),
+our settings land on verl's keys, and ``sdpo-kit export-verl`` writes a run folder or nothing.
+The same exports checked against real verl: tests/verl/ (make test-verl)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import json
 import pandas as pd
 import pytest
 
+from sdpo_kit.cli import main
+from sdpo_kit.config import config_from_dict
 from sdpo_kit.integrations.verl import COLUMNS, export_dataset, verl_rows, write_reward_module
+from sdpo_kit.integrations.verl_config import LOSS_AGG_MODE, VerlExportError, VerlPaths, overrides, verl_settings
 from sdpo_kit.tasks import ArithmeticTask
 
 
@@ -48,3 +53,102 @@ def test_the_reward_module_scores_as_sdpo_kit(tmp_path):
     out = fb.compute_score("sdpo_kit/arithmetic", "15", "12")
     assert out["score"] == 0.0 and "too large" in out["feedback"]
     assert fb.compute_score("sdpo_kit/arithmetic", "12", "12") == 1.0   # right: no feedback, a plain float
+
+
+def test_several_rewards_are_summed_and_policy_scored_ones_refused(tmp_path):
+    both = load_module(write_reward_module(tmp_path / "c", [{"type": "tag_format"}, {"type": "tagged_exact_match"}]))
+    assert both.compute_score("s", "<answer>12</answer>", "12") == 2.0
+    assert both.compute_score("s", "<answer>13</answer>", "12") == 1.0
+    assert both.compute_score("s", "12", "12") == 0.0
+    with pytest.raises(VerlExportError, match="scored by the policy"):
+        write_reward_module(tmp_path / "d", "inverse_loss")
+    with pytest.raises(VerlExportError, match="unknown reward type"):
+        write_reward_module(tmp_path / "e", "no_such_reward")
+    assert not (tmp_path / "d").exists() or not any((tmp_path / "d").iterdir())
+
+
+PATHS = VerlPaths(train_files="/d/train.parquet", val_files="/d/val.parquet", reward_module="/d/reward.py",
+                  model="/d/model", teacher_model="/d/teacher")
+
+
+@pytest.mark.parametrize("loss_type, mode", sorted(LOSS_AGG_MODE.items()))
+def test_grpo_settings_say_ours_in_verls_keys(loss_type, mode):
+    cfg = config_from_dict({"algorithm": "grpo", "trainer": {
+        "num_generations": 6, "prompts_per_step": 12, "num_iterations": 2, "epsilon": 0.2, "epsilon_high": 0.28,
+        "beta": 0.04, "loss_type": loss_type, "max_completion_length": 7, "learning_rate": 2e-4, "top_k": 0,
+        "scale_rewards": "none", "max_steps": 30, "eval_every": 0}})
+    s = verl_settings(cfg, PATHS, n_gpus_per_node=4, max_prompt_length=64)
+    v, a = s.values, "actor_rollout_ref.actor."
+    assert v["algorithm.adv_estimator"] == "grpo" and v["actor_rollout_ref.rollout.n"] == 6
+    assert v["data.train_batch_size"] == v[a + "ppo_mini_batch_size"] == 12 and v[a + "ppo_epochs"] == 2
+    assert (v[a + "clip_ratio_low"], v[a + "clip_ratio_high"]) == (0.2, 0.28)
+    assert v[a + "loss_agg_mode"] == mode
+    assert v.get(a + "loss_scale_factor") == (7 if loss_type == "dr_grpo" else None)
+    assert v[a + "use_kl_loss"] is True and v[a + "kl_loss_coef"] == 0.04 and v[a + "kl_loss_type"] == "low_var_kl"
+    assert v["algorithm.norm_adv_by_std_in_grpo"] is False and v["actor_rollout_ref.rollout.top_k"] == -1
+    assert v["data.max_response_length"] == 7 and v["data.max_prompt_length"] == 64
+    assert v[a + "optim.lr"] == 2e-4 and v["trainer.total_training_steps"] == 30 and v["trainer.test_freq"] == -1
+    assert v["trainer.n_gpus_per_node"] == 4 and s.unmapped == []
+
+
+def test_ppo_settings_map_gae_kl_control_and_the_teacher_and_name_what_does_not_map():
+    cfg = config_from_dict({"algorithm": "ppo", "trainer": {
+        "gamma": 0.99, "lam": 0.9, "batch_size": 32, "mini_batch_size": 8, "ppo_epochs": 3, "cliprange": 0.15,
+        "cliprange_value": 0.3, "init_kl_coef": 0.1, "adap_kl_ctrl": True, "target": 5.0, "horizon": 500,
+        "kd_coef": 0.25, "scheduler_name": "cosine", "teacher_lab": {"sft_steps": 10}}})
+    s = verl_settings(cfg, PATHS)
+    v = s.values
+    assert (v["algorithm.adv_estimator"], v["algorithm.gamma"], v["algorithm.lam"]) == ("gae", 0.99, 0.9)
+    assert v["critic.enable"] is True and v["critic.model.path"] == "/d/model" and v["critic.cliprange_value"] == 0.3
+    assert v["data.train_batch_size"] == 32 and v["actor_rollout_ref.actor.ppo_mini_batch_size"] == 8
+    assert v["actor_rollout_ref.rollout.n"] == 1 and v["actor_rollout_ref.actor.clip_ratio"] == 0.15
+    assert v["algorithm.use_kl_in_reward"] is True and v["actor_rollout_ref.actor.use_kl_loss"] is False
+    assert (v["algorithm.kl_ctrl.type"], v["algorithm.kl_ctrl.kl_coef"], v["algorithm.kl_ctrl.target_kl"],
+            v["algorithm.kl_ctrl.horizon"]) == ("adaptive", 0.1, 5.0, 500)
+    assert v["actor_rollout_ref.actor.optim.lr_scheduler_type"] == "cosine"
+    assert v["distillation.enabled"] is True and v["distillation.distillation_loss.distillation_loss_coef"] == 0.25
+    assert v["distillation.teacher_models.teacher_model.model_path"] == "/d/teacher"
+    said = " ".join(s.unmapped)
+    for key in ("early_stopping", "use_score_scaling", "vf_coef", "kd_temperature"):
+        assert key in said
+    fixed = verl_settings(config_from_dict({"algorithm": "ppo", "trainer": {"adap_kl_ctrl": False, "kd_coef": 0,
+                                                                            "teacher_model": None}}), PATHS)
+    assert fixed.values["algorithm.kl_ctrl.type"] == "fixed" and "distillation.enabled" not in fixed.values
+
+
+def test_algorithms_verl_has_no_loss_for_are_refused():
+    for algorithm in ("sdpo", "vapor"):
+        cfg = config_from_dict({"algorithm": algorithm, "backend": "scratch"})
+        with pytest.raises(VerlExportError, match="no loss in verl"):
+            verl_settings(cfg, PATHS)
+
+
+def test_hydra_values_read_back_as_written():
+    assert overrides({"a.b": True, "c": None, "d": [1, "x"], "e": 1e-4, "f": "$D/x.parquet", "g": "a b"}) == [
+        "a.b=true", "c=null", "d=[1,x]", "e=0.0001", 'f="$D/x.parquet"', "g='a b'"]
+
+
+def test_export_verl_cli_writes_a_runnable_folder_and_fails_cleanly(tmp_path, capsys):
+    out = tmp_path / "verl"
+    assert main(["export-verl", "configs/demo.yaml", "--out", str(out), "--no-check"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "model", "reward.py", "run_verl.sh", "train.parquet", "val.parquet", "verl_settings.json"]
+    script = (out / "run_verl.sh").read_text()
+    assert "python -m verl.trainer.main_ppo" in script and 'data.train_files="$D/train.parquet"' in script
+    assert "lr_scheduler_type=linear" in script  # what did not map is said in the script's header
+    settings = json.loads((out / "verl_settings.json").read_text())
+    prompts = pd.read_parquet(out / "train.parquet")["prompt"]
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(out / "model")
+    longest = max(len(tok.apply_chat_template(list(p), add_generation_prompt=True, tokenize=True)["input_ids"])
+                  for p in prompts)
+    assert settings["values"]["data.max_prompt_length"] >= longest
+    assert "not checked against verl" in capsys.readouterr().out
+    # a second export into the same folder refuses; an algorithm verl cannot run leaves nothing behind
+    assert main(["export-verl", "configs/demo.yaml", "--out", str(out), "--no-check"]) == 2
+    assert main(["export-verl", "configs/sdpo.yaml", "--out", str(tmp_path / "sdpo"), "--no-check"]) == 2
+    # default.yaml's reward is scored by the policy: refused after the parquet was written, none of it kept
+    assert main(["export-verl", "configs/default.yaml", "--out", str(tmp_path / "inv"), "--no-check"]) == 2
+    assert not (tmp_path / "sdpo").exists() and [p.name for p in tmp_path.iterdir()] == ["verl"]
+    err = capsys.readouterr().err
+    assert "no loss in verl" in err and "scored by the policy" in err
