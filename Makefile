@@ -82,9 +82,11 @@ bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), th
 	$(BIN)/python benchmarks/bench_lab.py
 	$(BIN)/python benchmarks/bench_vapor.py
 	$(BIN)/python benchmarks/bench_sdpo.py
+	$(BIN)/python benchmarks/bench_ppo.py
+	$(BIN)/python benchmarks/bench_export.py
 	$(BIN)/python benchmarks/report.py
 
-bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: install and `make test` timed apart
+bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: the install and each leg of .ci/run timed apart
 	$(BIN)/python benchmarks/bench_fresh_clone.py
 	$(BIN)/python benchmarks/report.py
 

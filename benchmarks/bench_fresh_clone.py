@@ -3,8 +3,9 @@
     python benchmarks/bench_fresh_clone.py [--keep]
 
 Clones the committed HEAD of this repository into a temporary directory (nothing uncommitted,
-no .venv, no warm-start cache), runs `make install` and then `.ci/run` there with the output
-streamed, and records how long each took, plus each pytest phase of `make test` as pytest
+no .venv, no warm-start cache), runs `make install` and then each leg of `.ci/run` (its `make`
+lines, in order, with its environment) with the output streamed, and records how long each took,
+plus each pytest phase of `make test` as pytest
 reports it ("N passed in S s": unit tests, notebooks, the trl 1.15 venv's tests). pip's
 download cache is the machine's own: on a machine that never installed the pinned set, the
 install downloads it (torch's CPU wheel alone is about 200 MB) and takes longer. The brief's
@@ -14,6 +15,7 @@ budget: `make test` on a fresh clone under 20 minutes. Writes ``benchmarks/resul
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -27,11 +29,12 @@ from _common import ROOT, machine, table, write_results
 PASSED = re.compile(r"(\d+) passed(?:, \d+ \w+)* in ([\d.]+)s")
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
+def timed(cmd: list[str], cwd: Path, env: dict | None = None) -> tuple[float, str]:
     """Run ``cmd`` streaming its output; (wall seconds, output)."""
     print("$", " ".join(cmd), flush=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
     lines = []
     for line in proc.stdout:
         sys.stdout.write(line)
@@ -51,21 +54,31 @@ def main():
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
                               text=True, check=True).stdout.strip()
-        # the same steps .ci/run takes, split so install and tests are timed apart:
-        # .ci/run = `make test` (whose first prerequisite is the install stamp) and the legs after it
-        legs = re.findall(r"^make (\S+)", (clone / ".ci" / "run").read_text(), flags=re.M)
+        # the same steps .ci/run takes, each timed: its `export` line, then its `make LEG` lines in order
+        # (.ci/run must hold nothing else, so the legs' sum is the CI run; `make test`'s first prerequisite
+        # is the install stamp, so `make install` first times the install apart)
+        ci = (clone / ".ci" / "run").read_text()
+        legs = re.findall(r"^make (\S+)$", ci, flags=re.M)
+        other = [ln for ln in ci.splitlines() if ln.strip() and not ln.startswith(("#", "make ", "set ", "cd ", "export "))]
+        if other:
+            raise SystemExit(f".ci/run has steps this benchmark does not time: {other}")
+        env = dict(re.findall(r"(\w+)=(\S+)", "\n".join(re.findall(r"^export (.*)$", ci, flags=re.M))))
         t_install, _ = timed(["make", "install"], clone)
-        t_test, out = timed(["bash", ".ci/run"], clone)
+        leg_s, out = {}, ""
+        for leg in legs:
+            leg_s[leg], text = timed(["make", leg], clone, env)
+            out += text
+        t_test = sum(leg_s.values())
         phases = [{"tests": int(n), "seconds": float(s)} for n, s in PASSED.findall(out)]
         docs = re.search(r"Documentation built in ([0-9.]+) seconds", out)
         print(f"\nmachine: {machine()}; commit {head}\n")
         print(table(["phase", "wall s"], [["make install (fresh .venv)", t_install],
-                                          ["bash .ci/run (make test)", t_test],
+                                          *[[f"make {leg}", t] for leg, t in leg_s.items()],
                                           ["total", t_install + t_test]]))
         print("pytest phases:", ", ".join(f"{p['tests']} passed in {p['seconds']} s" for p in phases))
         print(f"\ntotal: {(t_install + t_test) / 60:.1f} min")
         write_results("fresh_clone", config={"cloned_commit": head},
-                      runs=[{"install_s": t_install, "ci_run_s": t_test, "pytest_phases": phases, "ci_legs": legs,
+                      runs=[{"install_s": t_install, "ci_run_s": t_test, "pytest_phases": phases, "ci_legs": legs, "leg_s": leg_s,
                              "docs_build_s": float(docs.group(1)) if docs else None}],
                       summary={"install_s": t_install, "ci_run_s": t_test, "total_s": t_install + t_test})
     finally:

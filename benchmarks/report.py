@@ -103,22 +103,26 @@ def lab(res: dict) -> str:
                                 "copies a random hint"], rows), "", provenance(res)])
 
 
+LEG_NAMES = {"test": "`make test`: ruff, unit tests, notebooks (nbmake), TRL-path tests on trl 1.15 in `.venv-trl115`",
+             "test-verl": "`make test-verl`: `.venv-verl` (verl 0.9.1) and the cross-checks against it",
+             "test-export": "`make test-export`: llama.cpp's converter fetched, GGUF round trips",
+             "docs": "`make docs`: the docs site, `mkdocs build --strict`"}
+
+
 def fresh_clone(res: dict) -> str:
-    s = res["summary"]
-    phases = res["runs"][0]["pytest_phases"]
-    names = ["unit tests", "notebooks (nbmake)", "TRL-path tests on trl 1.15 (`make test-trl115`)",
-             "GGUF export (`make test-export`)"]
-    detail = "; ".join(f"{names[i] if i < len(names) else 'pytest'}: {p['tests']} passed in {p['seconds']:.1f} s"
-                       for i, p in enumerate(phases))
-    legs = ", ".join(f"`make {leg}`" for leg in res["runs"][0].get("ci_legs", ["test"]))
-    docs = res["runs"][0].get("docs_build_s")
-    if docs is not None:
-        detail += f"; the docs site (`mkdocs build --strict`) built in {docs:.1f} s"
+    s, run = res["summary"], res["runs"][0]
+    detail = "; ".join(f"{p['tests']} passed in {p['seconds']:.1f} s" for p in run["pytest_phases"])
+    if run.get("docs_build_s") is not None:
+        detail += f"; docs built in {run['docs_build_s']:.1f} s"
+    if "leg_s" in run:
+        rows = [[LEG_NAMES.get(leg, f"`make {leg}`"), f"{t:.1f}"] for leg, t in run["leg_s"].items()]
+    else:  # older results: .ci/run timed as one
+        rows = [[f"`bash .ci/run` ({', '.join(f'`make {leg}`' for leg in run.get('ci_legs', ['test']))})",
+                 f"{s['ci_run_s']:.1f}"]]
     return "\n".join([
-        md_table(["phase", "wall s"], [["`make install` (fresh `.venv`)", f"{s['install_s']:.1f}"],
-                                       [f"`bash .ci/run` ({legs}; `make test` with its second venv)", f"{s['ci_run_s']:.1f}"],
+        md_table(["phase", "wall s"], [["`make install` (fresh `.venv`)", f"{s['install_s']:.1f}"], *rows,
                                        ["total", f"**{s['total_s']:.1f}** ({s['total_s'] / 60:.1f} min)"]]), "",
-        f"Inside: {detail}.", "", provenance(res)])
+        f"pytest phases, in order: {detail}.", "", provenance(res)])
 
 
 def vapor(res: dict) -> str:
