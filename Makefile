@@ -62,7 +62,7 @@ $(STAMPVERL): pyproject.toml constraints-verl.txt
 	touch $(STAMPVERL)
 
 test-verl: $(STAMPVERL)  ## sdpo_kit against the real verl engine on CPU: core_algos, RLHFDataset, reward manager, config
-	$(VENVVERL)/bin/pytest -q -p no:cacheprovider tests/verl
+	$(VENVVERL)/bin/pytest -q -p no:cacheprovider tests/verl_engine
 
 lint: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks

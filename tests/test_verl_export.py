@@ -1,7 +1,7 @@
 """The verl bridge without verl: the exported parquet follows verl's RL data schema row for row,
 the generated reward module scores what the sdpo_kit reward scores (float, or score + feedback),
 our settings land on verl's keys, and ``sdpo-kit export-verl`` writes a run folder or nothing.
-The same exports checked against real verl: tests/verl/ (make test-verl)."""
+The same exports checked against real verl: tests/verl_engine/ (make test-verl)."""
 
 from __future__ import annotations
 
@@ -52,14 +52,18 @@ def test_the_reward_module_scores_as_sdpo_kit(tmp_path):
     fb = load_module(write_reward_module(tmp_path / "b", {"type": "feedback"}))
     out = fb.compute_score("sdpo_kit/arithmetic", "15", "12")
     assert out["score"] == 0.0 and "too large" in out["feedback"]
-    assert fb.compute_score("sdpo_kit/arithmetic", "12", "12") == 1.0   # right: no feedback, a plain float
+    # right: no feedback text, but the same keys (verl's reward loop builds its batch from the first row's keys)
+    assert fb.compute_score("sdpo_kit/arithmetic", "12", "12") == {"score": 1.0, "feedback": ""}
 
 
-def test_several_rewards_are_summed_and_policy_scored_ones_refused(tmp_path):
-    both = load_module(write_reward_module(tmp_path / "c", [{"type": "tag_format"}, {"type": "tagged_exact_match"}]))
-    assert both.compute_score("s", "<answer>12</answer>", "12") == 2.0
-    assert both.compute_score("s", "<answer>13</answer>", "12") == 1.0
+def test_several_rewards_are_weighted_and_summed_and_bad_ones_refused(tmp_path):
+    both = load_module(write_reward_module(tmp_path / "c", [{"type": "tag_format", "weight": 0.5},
+                                                            {"type": "tagged_exact_match"}]))
+    assert both.compute_score("s", "<answer>12</answer>", "12") == 1.5
+    assert both.compute_score("s", "<answer>13</answer>", "12") == 0.5
     assert both.compute_score("s", "12", "12") == 0.0
+    with pytest.raises(VerlExportError, match="unknown option"):
+        write_reward_module(tmp_path / "f", [{"type": "exact_match", "tagd": True}])
     with pytest.raises(VerlExportError, match="scored by the policy"):
         write_reward_module(tmp_path / "d", "inverse_loss")
     with pytest.raises(VerlExportError, match="unknown reward type"):
@@ -87,33 +91,49 @@ def test_grpo_settings_say_ours_in_verls_keys(loss_type, mode):
     assert v[a + "use_kl_loss"] is True and v[a + "kl_loss_coef"] == 0.04 and v[a + "kl_loss_type"] == "low_var_kl"
     assert v["algorithm.norm_adv_by_std_in_grpo"] is False and v["actor_rollout_ref.rollout.top_k"] == -1
     assert v["data.max_response_length"] == 7 and v["data.max_prompt_length"] == 64
-    assert v[a + "optim.lr"] == 2e-4 and v["trainer.total_training_steps"] == 30 and v["trainer.test_freq"] == -1
-    assert v["trainer.n_gpus_per_node"] == 4 and s.unmapped == []
+    assert v[a + "optim.lr"] == 2e-4 and v["trainer.total_training_steps"] == 30
+    assert v["trainer.test_freq"] == 30          # eval_every 0: at the start and the end, as ours
+    assert v[a + "optim.clip_grad"] == 1.0 and v[a + "optim.weight_decay"] == 0.0 and v[a + "clip_ratio_c"] >= 1e9
+    assert v["trainer.n_gpus_per_node"] == 4 and "actor_rollout_ref.model.lora_rank" not in v
+    assert len(s.unmapped) == 1 and "bias-corrected" in s.unmapped[0]    # beta > 0: ours weighs k3 by the ratio
 
 
 def test_ppo_settings_map_gae_kl_control_and_the_teacher_and_name_what_does_not_map():
     cfg = config_from_dict({"algorithm": "ppo", "trainer": {
         "gamma": 0.99, "lam": 0.9, "batch_size": 32, "mini_batch_size": 8, "ppo_epochs": 3, "cliprange": 0.15,
         "cliprange_value": 0.3, "init_kl_coef": 0.1, "adap_kl_ctrl": True, "target": 5.0, "horizon": 500,
-        "kd_coef": 0.25, "scheduler_name": "cosine", "teacher_lab": {"sft_steps": 10}}})
+        "kd_coef": 0.25, "scheduler_name": "cosine", "scheduler_kwargs": {"warmup_steps": 3},
+        "gradient_accumulation_steps": 2, "max_completion_length": 4, "teacher_lab": {"sft_steps": 10}}})
     s = verl_settings(cfg, PATHS)
     v = s.values
     assert (v["algorithm.adv_estimator"], v["algorithm.gamma"], v["algorithm.lam"]) == ("gae", 0.99, 0.9)
     assert v["critic.enable"] is True and v["critic.model.path"] == "/d/model" and v["critic.cliprange_value"] == 0.3
-    assert v["data.train_batch_size"] == 32 and v["actor_rollout_ref.actor.ppo_mini_batch_size"] == 8
+    assert v["data.train_batch_size"] == 32 and v["actor_rollout_ref.actor.ppo_mini_batch_size"] == 16   # 8 x 2 accum
+    assert v["actor_rollout_ref.actor.shuffle"] is True
     assert v["actor_rollout_ref.rollout.n"] == 1 and v["actor_rollout_ref.actor.clip_ratio"] == 0.15
     assert v["algorithm.use_kl_in_reward"] is True and v["actor_rollout_ref.actor.use_kl_loss"] is False
     assert (v["algorithm.kl_ctrl.type"], v["algorithm.kl_ctrl.kl_coef"], v["algorithm.kl_ctrl.target_kl"],
-            v["algorithm.kl_ctrl.horizon"]) == ("adaptive", 0.1, 5.0, 500)
-    assert v["actor_rollout_ref.actor.optim.lr_scheduler_type"] == "cosine"
+            v["algorithm.kl_ctrl.horizon"]) == ("adaptive", 0.1, 5.0 / 4, 500)   # summed KL -> per-token mean
+    for role in ("actor_rollout_ref.actor", "critic"):
+        assert v[f"{role}.optim.lr_scheduler_type"] == "cosine" and v[f"{role}.optim.lr_warmup_steps"] == 3
     assert v["distillation.enabled"] is True and v["distillation.distillation_loss.distillation_loss_coef"] == 0.25
     assert v["distillation.teacher_models.teacher_model.model_path"] == "/d/teacher"
+    assert v["distillation.distillation_loss.use_policy_gradient"] is False    # a loss term, as ours
     said = " ".join(s.unmapped)
-    for key in ("early_stopping", "use_score_scaling", "vf_coef", "kd_temperature"):
+    for key in ("early_stopping", "use_score_scaling", "vf_coef", "kd_temperature", "trainer.target"):
         assert key in said
     fixed = verl_settings(config_from_dict({"algorithm": "ppo", "trainer": {"adap_kl_ctrl": False, "kd_coef": 0,
                                                                             "teacher_model": None}}), PATHS)
     assert fixed.values["algorithm.kl_ctrl.type"] == "fixed" and "distillation.enabled" not in fixed.values
+
+
+def test_lora_settings_follow_load_policys_defaults():
+    hub = verl_settings(config_from_dict({"model": {"name": "Qwen/Qwen2.5-0.5B-Instruct"}}), PATHS).values
+    assert (hub["actor_rollout_ref.model.lora_rank"], hub["actor_rollout_ref.model.lora_alpha"]) == (16, 16)
+    assert "q_proj" in hub["actor_rollout_ref.model.target_modules"]
+    lab = verl_settings(config_from_dict({"model": {"lora": {"r": 4, "target_modules": ["q_proj"]}}}), PATHS).values
+    assert (lab["actor_rollout_ref.model.lora_rank"], lab["actor_rollout_ref.model.lora_alpha"]) == (4, 16)
+    assert lab["actor_rollout_ref.model.target_modules"] == ["q_proj"]
 
 
 def test_algorithms_verl_has_no_loss_for_are_refused():

@@ -73,35 +73,54 @@ def _common(cfg, paths: VerlPaths, s: VerlSettings, *, n_gpus_per_node: int, nno
         "data.max_prompt_length": max_prompt_length, "data.max_response_length": tc.max_completion_length,
         "data.seed": tc.seed,
         "actor_rollout_ref.model.path": paths.model,
-        f"{A}.optim.lr": tc.learning_rate, f"{A}.grad_clip": tc.max_grad_norm,
+        # verl's engines clip at optim.clip_grad (actor.grad_clip is read by no engine); AdamW without decay, as ours
+        f"{A}.optim.lr": tc.learning_rate, f"{A}.optim.clip_grad": tc.max_grad_norm, f"{A}.optim.weight_decay": 0.0,
         f"{A}.ppo_micro_batch_size_per_gpu": micro_batch_size_per_gpu,
+        f"{A}.clip_ratio_c": 1.0e9,   # verl's dual clip (negative advantages, ratio > c): not in ours or TRL's, off
         f"{R}.name": "vllm", f"{R}.tensor_model_parallel_size": 1, f"{R}.gpu_memory_utilization": 0.5,
         f"{R}.log_prob_micro_batch_size_per_gpu": micro_batch_size_per_gpu,
         f"{R}.temperature": tc.temperature,
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro_batch_size_per_gpu,
         "reward.custom_reward_function.path": paths.reward_module,
         "reward.custom_reward_function.name": "compute_score",
-        "trainer.total_training_steps": tc.max_steps, "trainer.test_freq": tc.eval_every or -1,
-        "trainer.save_freq": getattr(tc, "save_steps", 0) or -1, "trainer.n_gpus_per_node": n_gpus_per_node,
-        "trainer.nnodes": nnodes, "trainer.logger": ["console"], "trainer.project_name": "sdpo_kit",
-        "trainer.experiment_name": cfg.output_dir.rstrip("/").split("/")[-1] or "run",
-        "trainer.val_before_train": True,
+        # a step is one sampled batch on both sides; enough epochs that max_steps, not the data, ends the run;
+        # eval_every 0 means at the start and the end here, so verl evaluates once at the last step
+        "trainer.total_training_steps": tc.max_steps, "trainer.total_epochs": tc.max_steps,
+        "trainer.test_freq": tc.eval_every or tc.max_steps, "trainer.val_before_train": True,
+        "trainer.save_freq": getattr(tc, "save_steps", 0) or -1,
+        "trainer.max_actor_ckpt_to_keep": getattr(tc, "save_total_limit", None),
+        "trainer.n_gpus_per_node": n_gpus_per_node, "trainer.nnodes": nnodes, "trainer.logger": ["console"],
+        "trainer.project_name": "sdpo_kit", "trainer.experiment_name": cfg.output_dir.rstrip("/").split("/")[-1] or "run",
+        "trainer.default_local_dir": f"{cfg.output_dir.rstrip('/')}/verl",
     })
-    lora = cfg.model.lora
-    if lora:
-        rank = lora if isinstance(lora, int) and not isinstance(lora, bool) else (lora.get("r", 16) if isinstance(lora, dict) else 16)
-        alpha = lora.get("lora_alpha", rank) if isinstance(lora, dict) else rank
-        v.update({"actor_rollout_ref.model.lora_rank": rank, "actor_rollout_ref.model.lora_alpha": alpha})
+    from ..models import TINY_LAB, _lora_kwargs
+
+    lora = _lora_kwargs(cfg.model.lora if cfg.model.lora is not None or cfg.model.name == TINY_LAB else True)
+    if lora:   # None on a hub model means LoRA with the defaults, as load_policy does
+        targets = lora["target_modules"]
+        v.update({"actor_rollout_ref.model.lora_rank": lora["r"], "actor_rollout_ref.model.lora_alpha": lora["lora_alpha"],
+                  "actor_rollout_ref.model.target_modules": targets if isinstance(targets, str) else list(targets)})
+        if lora.get("lora_dropout"):
+            s.unmapped.append(f"model.lora.lora_dropout={lora['lora_dropout']}: verl's LoRA has no dropout setting")
     if cfg.model.load_in_4bit:
         s.unmapped.append("model.load_in_4bit: verl trains bf16 weights under FSDP (no bitsandbytes 4-bit actor)")
+    if getattr(tc, "trl_args", None):
+        s.unmapped.append(f"trainer.trl_args={tc.trl_args}: TRL GRPOConfig arguments, not carried to verl")
 
 
-def _schedule(name: str, key: str, s: VerlSettings) -> None:
-    if name in ("constant", "cosine"):
-        s.values[f"{A}.optim.lr_scheduler_type"] = name
-    else:
-        s.values[f"{A}.optim.lr_scheduler_type"] = "constant"
+def _schedule(name: str, key: str, s: VerlSettings, roles=(A,), kwargs: dict | None = None) -> None:
+    for role in roles:
+        s.values[f"{role}.optim.lr_scheduler_type"] = name if name in ("constant", "cosine") else "constant"
+    if name not in ("constant", "cosine"):
         s.unmapped.append(f"trainer.{key}={name}: verl schedules constant or cosine; constant written")
+    kwargs = dict(kwargs or {})
+    for ours, theirs in (("warmup_steps", "lr_warmup_steps"), ("num_cycles", "num_cycles")):
+        if ours in kwargs:
+            value = kwargs.pop(ours)
+            for role in roles:
+                s.values[f"{role}.optim.{theirs}"] = value
+    if kwargs:
+        s.unmapped.append(f"trainer.scheduler_kwargs {sorted(kwargs)}: no verl counterpart")
 
 
 def _grpo(cfg, s: VerlSettings) -> None:
@@ -110,7 +129,8 @@ def _grpo(cfg, s: VerlSettings) -> None:
         "algorithm.adv_estimator": "grpo", "critic.enable": False, f"{R}.n": tc.num_generations,
         "data.train_batch_size": tc.prompts_per_step, f"{A}.ppo_mini_batch_size": tc.prompts_per_step,
         f"{A}.ppo_epochs": tc.num_iterations,
-        f"{A}.clip_ratio_low": tc.epsilon, f"{A}.clip_ratio_high": tc.epsilon_high or tc.epsilon,
+        f"{A}.clip_ratio_low": tc.epsilon,
+        f"{A}.clip_ratio_high": tc.epsilon if tc.epsilon_high is None else tc.epsilon_high,
         f"{A}.loss_agg_mode": LOSS_AGG_MODE[tc.loss_type],
         f"{A}.use_kl_loss": tc.beta > 0, f"{A}.kl_loss_coef": tc.beta, f"{A}.kl_loss_type": "low_var_kl",
         "algorithm.use_kl_in_reward": False,
@@ -121,6 +141,10 @@ def _grpo(cfg, s: VerlSettings) -> None:
         v[f"{A}.loss_scale_factor"] = tc.max_completion_length
     if tc.scale_rewards == "batch":
         s.unmapped.append("trainer.scale_rewards=batch: verl's GRPO divides by the group's std (group written)")
+    if tc.beta > 0:
+        s.unmapped.append("trainer.beta: ours weighs each token's k3 by the importance ratio (bias-corrected, "
+                          "as TRL's use_bias_correction_kl); verl's kl_loss is plain k3: the same value at ratio 1, "
+                          "another gradient after the first pass")
     _schedule(tc.lr_scheduler_type, "lr_scheduler_type", s)
 
 
@@ -128,19 +152,28 @@ def _ppo(cfg, paths: VerlPaths, s: VerlSettings, micro_batch_size_per_gpu: int) 
     tc, v = cfg.trainer, s.values
     v.update({
         "algorithm.adv_estimator": "gae", "algorithm.gamma": tc.gamma, "algorithm.lam": tc.lam,
-        f"{R}.n": 1, "data.train_batch_size": tc.batch_size, f"{A}.ppo_mini_batch_size": tc.mini_batch_size,
-        f"{A}.ppo_epochs": tc.ppo_epochs, f"{A}.clip_ratio": tc.cliprange,
+        # one optimizer step per mini-batch in verl: ours accumulates gradient_accumulation_steps of them
+        f"{R}.n": 1, "data.train_batch_size": tc.batch_size,
+        f"{A}.ppo_mini_batch_size": tc.mini_batch_size * tc.gradient_accumulation_steps,
+        f"{A}.ppo_epochs": tc.ppo_epochs, f"{A}.shuffle": True, f"{A}.clip_ratio": tc.cliprange,
         f"{A}.clip_ratio_low": tc.cliprange, f"{A}.clip_ratio_high": tc.cliprange,
         f"{A}.loss_agg_mode": "token-mean", f"{A}.use_kl_loss": False,
         "algorithm.use_kl_in_reward": True, "algorithm.kl_penalty": tc.kl_penalty,
         "algorithm.kl_ctrl.type": "adaptive" if tc.adap_kl_ctrl else "fixed",
-        "algorithm.kl_ctrl.kl_coef": tc.init_kl_coef, "algorithm.kl_ctrl.target_kl": tc.target,
+        # ours (0.11.4) steers the KL summed over a response, verl the per-token mean: target / L
+        "algorithm.kl_ctrl.kl_coef": tc.init_kl_coef, "algorithm.kl_ctrl.target_kl": tc.target / tc.max_completion_length,
         "algorithm.kl_ctrl.horizon": int(tc.horizon),
         "critic.enable": True, "critic.model.path": paths.model, "critic.optim.lr": tc.learning_rate,
         "critic.cliprange_value": tc.cliprange_value, "critic.ppo_micro_batch_size_per_gpu": micro_batch_size_per_gpu,
-        "critic.grad_clip": tc.max_grad_norm,
+        "critic.optim.clip_grad": tc.max_grad_norm, "critic.optim.weight_decay": 0.0,
     })
-    _schedule(tc.scheduler_name, "scheduler_name", s)
+    _schedule(tc.scheduler_name, "scheduler_name", s, roles=(A, "critic"), kwargs=tc.scheduler_kwargs)
+    if tc.adap_kl_ctrl:
+        s.unmapped.append(f"trainer.target={tc.target}: ours is the KL summed over a response, verl's the per-token "
+                          f"mean; written as target / max_completion_length = {tc.target / tc.max_completion_length:g} "
+                          "(the same only for full-length responses)")
+    if tc.optimizer_name != "adamw" or tc.optimizer_kwargs:
+        s.unmapped.append(f"trainer.optimizer_name={tc.optimizer_name}, optimizer_kwargs: verl's AdamW written")
     if tc.early_stopping:
         s.unmapped.append(f"trainer.early_stopping/target_kl={tc.target_kl}: verl has no per-minibatch "
                           "target-KL early stop (it runs every ppo_epoch)")
@@ -158,13 +191,15 @@ def _ppo(cfg, paths: VerlPaths, s: VerlSettings, micro_batch_size_per_gpu: int) 
                   f"{D}.teacher_models.teacher_model.inference.tensor_model_parallel_size": 1,
                   f"{D}.distillation_loss.loss_mode": "forward_kl_topk", f"{D}.distillation_loss.topk": KD_TOPK,
                   f"{D}.distillation_loss.distillation_loss_coef": tc.kd_coef,
-                  f"{D}.distillation_loss.use_task_rewards": tc.ppo_coef > 0})
+                  f"{D}.distillation_loss.use_task_rewards": tc.ppo_coef > 0,
+                  # ours backpropagates the KD term; verl's default turns it into an advantage instead
+                  f"{D}.distillation_loss.use_policy_gradient": False})
         s.unmapped.append(
             f"trainer.kd_temperature={tc.kd_temperature}: verl's forward_kl_topk reads the teacher's top-{KD_TOPK} "
             "log-probs from its own vLLM pool (one more GPU) at temperature 1; ours is the full-vocabulary KL at T")
-    if tc.ppo_coef != 1.0 and tc.ppo_coef > 0:
-        s.unmapped.append(f"trainer.ppo_coef={tc.ppo_coef}: verl weighs the PPO loss 1 (distillation_loss_coef "
-                          "weighs the teacher term)")
+    if tc.ppo_coef != 1.0:
+        s.unmapped.append(f"trainer.ppo_coef={tc.ppo_coef}: verl weighs the PPO loss 1, or 0 without task rewards, "
+                          "and then sets the distillation weight to 1 (kd_coef is not carried)")
 
 
 def verl_settings(cfg, paths: VerlPaths, *, n_gpus_per_node: int = 1, nnodes: int = 1,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("verl")
+pytest.importorskip("verl.trainer.ppo.core_algos")  # verl 0.9.1 (.venv-verl)
 
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
@@ -168,3 +168,28 @@ def test_both_configs_compose_and_validate_and_an_unknown_key_fails(exported, tm
     with pytest.raises(VerlExportError, match="rejected.*divisible"):
         export_verl(bad, tmp_path / "bad", n_gpus_per_node=2, check=True)
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_feedback_reward_gives_verls_reward_loop_the_same_keys_on_every_row(tmp_path):
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.reward import load_reward_manager
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    cfg = load_config("configs/demo.yaml", {"reward": [{"type": "feedback"}]})
+    out = export_verl(cfg, tmp_path / "fb", check=True)
+    config = verl_config(out)
+    tokenizer = AutoTokenizer.from_pretrained(out["out_dir"] / "model")
+    ds = RLHFDataset(config.data.val_files, tokenizer, config.data)
+    items = collate_fn([ds[i] for i in range(2)])
+    answers = [r["ground_truth"] for r in items["reward_model"]]
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in (answers[0], str(int(answers[1]) + 1))]
+    T = max(map(len, ids))
+    data = DataProto.from_dict(
+        tensors={"responses": torch.tensor([r + [tokenizer.pad_token_id] * (T - len(r)) for r in ids]),
+                 "attention_mask": torch.tensor([[1] * 3 + [1] * len(r) + [0] * (T - len(r)) for r in ids])},
+        non_tensors={k: items[k] for k in ("data_source", "reward_model", "extra_info")})
+    manager = load_reward_manager(config, tokenizer)
+    right, wrong = (manager.loop.run_until_complete(manager.run_single(data[i:i + 1])) for i in range(2))
+    assert (right["reward_score"], wrong["reward_score"]) == (1.0, 0.0)
+    assert set(right["reward_extra_info"]) == set(wrong["reward_extra_info"]) == {"score", "feedback"}
+    assert right["reward_extra_info"]["feedback"] == "" and "too large" in wrong["reward_extra_info"]["feedback"]
