@@ -13,7 +13,7 @@ import pytest
 
 from sdpo_kit.cli import main
 from sdpo_kit.config import config_from_dict
-from sdpo_kit.integrations.verl import COLUMNS, export_dataset, verl_rows, write_reward_module
+from sdpo_kit.integrations.verl import COLUMNS, export_dataset, export_verl, verl_rows, write_reward_module
 from sdpo_kit.integrations.verl_config import LOSS_AGG_MODE, VerlExportError, VerlPaths, overrides, verl_settings
 from sdpo_kit.tasks import ArithmeticTask
 
@@ -162,7 +162,8 @@ def test_export_verl_cli_writes_a_runnable_folder_and_fails_cleanly(tmp_path, ca
     tok = AutoTokenizer.from_pretrained(out / "model")
     longest = max(len(tok.apply_chat_template(list(p), add_generation_prompt=True, tokenize=True)["input_ids"])
                   for p in prompts)
-    assert settings["values"]["data.max_prompt_length"] >= longest
+    assert settings["values"]["data.max_prompt_length"] == longest          # measured, not guessed
+    assert "data.filter_overlong_prompts" not in settings["values"]
     assert "not checked against verl" in capsys.readouterr().out
     # a second export into the same folder refuses; an algorithm verl cannot run leaves nothing behind
     assert main(["export-verl", "configs/demo.yaml", "--out", str(out), "--no-check"]) == 2
@@ -172,3 +173,14 @@ def test_export_verl_cli_writes_a_runnable_folder_and_fails_cleanly(tmp_path, ca
     assert not (tmp_path / "sdpo").exists() and [p.name for p in tmp_path.iterdir()] == ["verl"]
     err = capsys.readouterr().err
     assert "no loss in verl" in err and "scored by the policy" in err
+
+
+def test_a_hub_model_whose_tokenizer_is_not_at_hand_gets_a_guessed_length_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = config_from_dict({"model": {"name": "nobody/not-cached-anywhere"}, "trainer": {"max_steps": 3}})
+    out = export_verl(cfg, tmp_path / "hub", check=False)
+    v = out["values"]
+    assert v["actor_rollout_ref.model.path"] == "nobody/not-cached-anywhere" and "model" not in out["files"]
+    assert v["data.max_prompt_length"] == 512 and v["data.filter_overlong_prompts"] is True
+    assert any("is a guess" in u for u in out["unmapped"])
+    assert v["actor_rollout_ref.model.lora_rank"] == 16          # a hub model trains LoRA by default

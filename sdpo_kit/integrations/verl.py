@@ -236,13 +236,12 @@ def export_verl(cfg, out_dir, *, n_gpus_per_node: int = 1, nnodes: int = 1, max_
     try:
         files = export_dataset(task, tmp)
         write_reward_module(tmp, cfg.reward, task=cfg.task)
-        tokenizer = None
         if cfg.model.name == "tiny-lab":
             tokenizer = _save_lab_model(tmp / "model", _lab_config(cfg, task))
-        if teacher == "tiny-lab":
-            _save_lab_model(tmp / "teacher", tc.teacher_lab)
         else:
             tokenizer = _hub_tokenizer(cfg.model.name)
+        if teacher == "tiny-lab":
+            _save_lab_model(tmp / "teacher", tc.teacher_lab)
         guessed = max_prompt_length is None and tokenizer is None
         if max_prompt_length is None:
             max_prompt_length = _prompt_tokens(tokenizer, files) if tokenizer is not None else 512
