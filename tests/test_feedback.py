@@ -69,3 +69,20 @@ def test_the_arithmetic_environment():
     reward = environment_reward(lambda: ArithmeticEnvironment(ArithmeticTask(n_eval=10)))
     assert reward([None, None], ["9", "1"], answer=["9", "9"]) == [
         {"score": 1.0, "feedback": ""}, {"score": 0.0, "feedback": "Your answer 1 is too small; the sum is larger."}]
+
+
+def test_an_environment_is_a_reward_type_and_scores_as_the_feedback_reward():
+    from sdpo_kit.rewards import make_reward
+
+    task = ArithmeticTask(n_eval=10)
+    rows = task.splits()[1][:4]
+    prompts, answers = [r["prompt"] for r in rows], [r["answer"] for r in rows]
+    texts = [str(answers[0]), str(int(answers[1]) + 3), "x", str(answers[3])]
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    (env,) = make_reward({"type": "environment"}, task=task)
+    (fb,) = make_reward({"type": "feedback"}, task=task)
+    assert env(prompts, completions, answer=answers) == fb(prompts, completions, answer=answers)
+    (by_path,) = make_reward({"type": "environment", "factory": "sdpo_kit.environments:ArithmeticEnvironment"})
+    assert [d["score"] for d in by_path(prompts, completions, answer=answers)] == [1.0, 0.0, 0.0, 1.0]
+    with pytest.raises(ValueError, match="cannot import factory"):
+        make_reward({"type": "environment", "factory": "no.such.module:Env"})

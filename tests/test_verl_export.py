@@ -54,6 +54,8 @@ def test_the_reward_module_scores_as_sdpo_kit(tmp_path):
     assert out["score"] == 0.0 and "too large" in out["feedback"]
     # right: no feedback text, but the same keys (verl's reward loop builds its batch from the first row's keys)
     assert fb.compute_score("sdpo_kit/arithmetic", "12", "12") == {"score": 1.0, "feedback": ""}
+    env = load_module(write_reward_module(tmp_path / "g", {"type": "environment"}))   # the Environment protocol
+    assert env.compute_score("s", "15", "12") == out and env.compute_score("s", "12", "12")["score"] == 1.0
 
 
 def test_several_rewards_are_weighted_and_summed_and_bad_ones_refused(tmp_path):

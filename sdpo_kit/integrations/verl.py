@@ -94,7 +94,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         return {{"score": float(total[0]), "feedback": feedbacks[0] or ""}}
     return float(total[0])
 '''
-FEEDBACK_REWARDS = ("feedback",)   # registry types whose scores come with feedback text (SDPO's)
+FEEDBACK_REWARDS = ("feedback", "environment")   # registry types whose scores come with feedback text
 
 
 def reward_specs(reward) -> list[dict]:

@@ -36,6 +36,29 @@ def _reward_model_from_config(model, tokenizer, task, name="tiny-lab", micro_bat
     return sequence_classifier_reward(rm, rm_tok, micro_batch_size)
 
 
+def _environment_from_config(model, tokenizer, task, factory=None, answer_field="answer"):
+    """An ``Environment`` (``sdpo_kit.environments``) as a reward: ``factory`` is an import path
+    ``"package.module:callable"`` returning a fresh environment; None: the tiny lab's
+    ``ArithmeticEnvironment`` on the config's task. Scores and feedback: ``environment_reward``."""
+    import importlib
+
+    from ..environments import ArithmeticEnvironment, environment_reward
+    from ..tasks import ArithmeticTask
+
+    if factory is None:
+        task = ArithmeticTask() if task is None else task
+        if not isinstance(task, ArithmeticTask):
+            raise ValueError(f"reward type 'environment' needs factory='module:callable' for task {type(task).__name__}")
+        return environment_reward(lambda: ArithmeticEnvironment(task=task), answer_field)
+    module, _, name = str(factory).partition(":")
+    try:
+        make_env = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ValueError(f"reward type 'environment': cannot import factory {factory!r} "
+                         f"(expected 'package.module:callable'): {e}") from None
+    return environment_reward(make_env, answer_field)
+
+
 # type -> (builder(model, tokenizer, task, **options), needs a model and tokenizer)
 REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
     "exact_match": (_exact_match_from_config, False),
@@ -57,6 +80,7 @@ REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
                           answer_likelihood_reward(model, tokenizer, answer_field, separator=separator,
                                                    scorer=scorer, micro_batch_size=micro_batch_size), True),
     "reward_model": (_reward_model_from_config, False),
+    "environment": (_environment_from_config, False),
 }
 REWARD_BUILDERS["coverage_ce"] = REWARD_BUILDERS["supervised"]  # alias: the seed calls it "supervised"
 REWARD_TYPES = tuple(sorted(REWARD_BUILDERS))
@@ -79,6 +103,8 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
                                                                                   (needs model, tokenizer)
         reward_model         name="tiny-lab" (built in code) | a sequence-classification model dir / hub id,
                              micro_batch_size=256
+        environment          factory=None (the task's ArithmeticEnvironment) | "package.module:callable",
+                             answer_field="answer"; {"score", "feedback"} from Environment.step
 
     Weights are not an option here: pass them to ``compute_rewards`` / the trainers
     (``reward_weights``). Unknown types or options raise ``ValueError`` listing the valid ones.

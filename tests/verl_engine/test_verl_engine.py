@@ -170,12 +170,13 @@ def test_both_configs_compose_and_validate_and_an_unknown_key_fails(exported, tm
     assert not (tmp_path / "bad").exists()
 
 
-def test_a_feedback_reward_gives_verls_reward_loop_the_same_keys_on_every_row(tmp_path):
+@pytest.mark.parametrize("reward", ["feedback", "environment"])
+def test_a_feedback_reward_gives_verls_reward_loop_the_same_keys_on_every_row(reward, tmp_path):
     from transformers import AutoTokenizer
     from verl.trainer.ppo.reward import load_reward_manager
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
-    cfg = load_config("configs/demo.yaml", {"reward": [{"type": "feedback"}]})
+    cfg = load_config("configs/demo.yaml", {"reward": [{"type": reward}]})
     out = export_verl(cfg, tmp_path / "fb", check=True)
     config = verl_config(out)
     tokenizer = AutoTokenizer.from_pretrained(out["out_dir"] / "model")
