@@ -52,7 +52,7 @@ test-trl115: $(STAMP115)  ## the TRL-path tests on trl 1.15.0 (CPU: TRL's Triton
 	MPLBACKEND=Agg PYTHONPATH=tests $(VENV115)/bin/pytest -q -p no:cacheprovider -p trl115_cpu_kernel $(TRL_TESTS) -k trl
 
 test-export: $(STAMP)  ## GGUF export: fetch llama.cpp's converter once (pip download of an sdist, no build), run its tests
-	$(BIN)/python -c "from sdpo_kit.export_gguf import converter_dir; print('llama.cpp converter:', converter_dir())"
+	$(BIN)/python -c "from sdpo_kit.deploy.gguf import converter_dir; print('llama.cpp converter:', converter_dir())"
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_export_gguf.py
 
 $(STAMPVERL): pyproject.toml constraints-verl.txt

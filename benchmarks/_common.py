@@ -82,7 +82,7 @@ def write_results(name: str, *, config: dict, runs: list, summary: dict) -> Path
 def run_config(path: str, overrides: dict) -> dict:
     """Train ``path`` with dotted-key ``overrides`` in this process; the CLI's summary dict."""
     from sdpo_kit.cli import train
-    from sdpo_kit.config import load_config
+    from sdpo_kit.registry import load_config
 
     cfg = load_config(ROOT / path, overrides)
     return train(cfg, config_path=path)

@@ -28,9 +28,9 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     args = ap.parse_args()
     from sdpo_kit import cli
-    from sdpo_kit.export import export, round_trip
-    from sdpo_kit.export_gguf import gguf_round_trip
-    from sdpo_kit.tasks import make_task
+    from sdpo_kit.deploy.export import export, round_trip
+    from sdpo_kit.deploy.gguf import gguf_round_trip
+    from sdpo_kit.lab.tasks import make_task
 
     prompts = [r["prompt"] for r in make_task("arithmetic", n_eval=200, seed=0).splits()[1]]
     runs = []

@@ -34,7 +34,7 @@ VARIANTS = {"ppo": {"trainer.kd_coef": 0.0}, "kd": {"trainer.ppo_coef": 0.0}, "t
 
 def train(data: dict, overrides: dict) -> dict:
     from sdpo_kit.cli import train as run
-    from sdpo_kit.config import config_from_dict
+    from sdpo_kit.registry import config_from_dict
 
     return run(config_from_dict(data, overrides), config_path="configs/teacher_student_ppo.yaml")
 
@@ -43,8 +43,8 @@ def build_times() -> dict:
     """Seconds to build the teacher and the reward model from nothing (a fresh cache directory)."""
     import torch
 
-    from sdpo_kit.lab import LabConfig, warm_start
-    from sdpo_kit.reward_model import RewardModelConfig, build_reward_model
+    from sdpo_kit.lab.model import LabConfig, warm_start
+    from sdpo_kit.rewards.learned import RewardModelConfig, build_reward_model
 
     data = yaml.safe_load((ROOT / "configs" / "teacher_student_ppo.yaml").read_text())
     out, old = {}, os.environ.get("SDPO_KIT_CACHE")
@@ -71,10 +71,10 @@ def accuracies_and_agreement(data: dict) -> dict:
     on 4 samples per held-out question from the student (temperature 1, as PPO samples)."""
     import torch
 
-    from sdpo_kit.generation import sample
+    from sdpo_kit.core.sampling import sample
+    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.reward_model import RewardModelConfig, agreement, build_reward_model, sequence_classifier_reward
-    from sdpo_kit.tasks import make_task
+    from sdpo_kit.rewards.learned import RewardModelConfig, agreement, build_reward_model, sequence_classifier_reward
 
     task = make_task(**{k: v for k, v in data["task"].items()})
     heldout = task.splits()[1]

@@ -51,7 +51,7 @@ def as_grpo(data: dict) -> dict:
 
 def train(data: dict, overrides: dict) -> dict:
     from sdpo_kit.cli import train as run
-    from sdpo_kit.config import config_from_dict
+    from sdpo_kit.registry import config_from_dict
 
     return run(config_from_dict(data, overrides), config_path="configs/sdpo.yaml")
 
@@ -62,16 +62,16 @@ def time_trl_sdpo(data: dict, steps: int) -> list[float]:
     from transformers import TrainerCallback
     from trl.experimental.sdpo import SDPOConfig, SDPOTrainer
 
-    from sdpo_kit.cli import _lab_config
-    from sdpo_kit.config import config_from_dict
+    from sdpo_kit.lab.model import lab_config_for
+    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import config_from_dict
     from sdpo_kit.rewards import make_reward
-    from sdpo_kit.tasks import make_task
 
     cfg = config_from_dict(data)
     t = cfg.trainer
     task = make_task(**cfg.task)
-    model, tok = load_policy("tiny-lab", lab_config=_lab_config(cfg, task))
+    model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
     stamps = []
 
     class Clock(TrainerCallback):
@@ -134,16 +134,16 @@ def main():
     trl_times = time_trl_sdpo(sdpo, args.speed_steps)[5:]
     speed["trl_SDPOTrainer"] = {"median_s": median(trl_times), "times_s": trl_times}
 
-    from sdpo_kit.cli import _lab_config
-    from sdpo_kit.config import config_from_dict
+    from sdpo_kit.lab.model import lab_config_for
+    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import config_from_dict
     from sdpo_kit.rewards import feedback_reward
-    from sdpo_kit.tasks import make_task
-    from sdpo_kit.test_time import compare_with_best_of_n
+    from sdpo_kit.sdpo.test_time import compare_with_best_of_n
 
     cfg = config_from_dict(feedback)
     task = make_task(**cfg.task)
-    model, tok = load_policy("tiny-lab", lab_config=_lab_config(cfg, task))
+    model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
     tpl = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
     test_time = compare_with_best_of_n(model, tok, task, task.splits()[1][:args.tt_rows], feedback_reward(), n=1,
                                        rounds=4, temperature=cfg.trainer.temperature, seed=0, **tpl)

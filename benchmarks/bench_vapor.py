@@ -40,14 +40,14 @@ CONFIG = "configs/vapor.yaml"
 
 def train(data: dict, overrides: dict) -> dict:
     from sdpo_kit.cli import train as run
-    from sdpo_kit.config import config_from_dict
+    from sdpo_kit.registry import config_from_dict
 
     return run(config_from_dict(data, overrides), config_path=CONFIG)
 
 
 def heldout_margin(model, tokenizer, cfg) -> dict:
-    from sdpo_kit.tasks import make_task
-    from sdpo_kit.trainers.vapor_parts import preference_margin
+    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.vapor.parts import preference_margin
 
     heldout = make_task(**cfg["task"]).splits()[1]
     return preference_margin(model, tokenizer, heldout, tuple(cfg["trainer"]["preference_term_split"]))

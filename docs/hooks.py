@@ -4,8 +4,8 @@
   renders it) and an entry of the "Notebooks" nav section, titled by its first H1. Nothing is
   copied into ``docs/``; the build is the same whether 2 or 4 notebooks exist.
 * API reference: every module of ``sdpo_kit`` gets a page under ``reference/``; a hand-written
-  ``docs/reference/<module>.md`` wins, otherwise a page holding ``::: sdpo_kit.<module>`` is
-  generated. A new module therefore shows up in the reference without touching the docs.
+  ``docs/reference/<module path>.md`` (``reference/grpo/loss.md`` for ``sdpo_kit.grpo.loss``) wins,
+  otherwise a page holding ``::: sdpo_kit.<module>`` is generated. A new module therefore shows up in the reference without touching the docs.
 * ``<!-- notebook-list -->``, ``<!-- module-list -->`` and ``<!-- config-list -->`` in a page
   become tables of the notebooks, modules and ``configs/*.yaml`` that exist.
 
@@ -28,12 +28,17 @@ NOTEBOOKS = ROOT / "notebooks"
 PACKAGE = ROOT / "sdpo_kit"
 CONFIGS = ROOT / "configs"
 NOTEBOOK_RE = re.compile(r"^\d\d_.+\.ipynb$")
-# reading order of the reference; modules not named here follow alphabetically
-MODULE_ORDER = ["losses.common", "losses.grpo", "losses.vapor", "losses.sdpo", "rewards.core", "rewards.verifiable", "rewards.model_scored",
-                "rewards.registry", "tasks", "spans", "reprompt", "teachers", "environments", "test_time", "lab", "models", "generation", "metrics", "plotting",
-                "trainers.base", "trainers.grpo", "trainers.checkpoint", "trainers.trl_base", "trainers.trl_grpo",
-                "trainers.vapor_loop", "trainers.vapor_parts", "trainers.vapor", "trainers.sdpo_loop", "trainers.sdpo",
-                "trainers.registry", "config", "cli", "utils"]
+# reading order of the reference, room by room in notebook order; modules not named here follow alphabetically
+MODULE_ORDER = ["core.logprobs", "core.sampling", "core.scratch", "core.checkpoint", "core.trl_base", "core.metrics",
+                "core.plotting", "core.config", "core.utils",
+                "lab.model", "lab.tasks", "lab.environments", "models",
+                "grpo.loss", "grpo.loop", "grpo.trl",
+                "rewards.core", "rewards.verifiable", "rewards.model_scored", "rewards.learned", "rewards.registry",
+                "vapor.loss", "vapor.spans", "vapor.parts", "vapor.loop", "vapor.trl",
+                "sdpo.loss", "sdpo.reprompt", "sdpo.teacher", "sdpo.loop", "sdpo.trl", "sdpo.test_time",
+                "ppo.loss", "ppo.value_head", "ppo.config", "ppo.trainer",
+                "deploy.run_model", "deploy.export", "deploy.gguf", "deploy.gguf_convert", "deploy.verl", "deploy.verl_config",
+                "registry", "cli"]
 HIDDEN = ("solutions",)  # the exercises' reference answers stay off the site
 
 

@@ -3,10 +3,10 @@
     sdpo-kit train CONFIG.yaml [--backend scratch|trl] [--max-steps N] [--output-dir D]
                                [--resume-from D0/checkpoint-N] [--set section.key=value ...]
 
-``train`` loads the config (``sdpo_kit.config``), the policy (``models.load_policy``), the
+``train`` loads the config (``sdpo_kit.registry.load_config``), the policy (``models.load_policy``), the
 task splits and the rewards (``rewards.make_reward``; model-scored rewards score with the
-policy itself, as the seed does), then builds the trainer that ``(algorithm, backend)``
-registers (``sdpo_kit.trainers``) and runs it. Every trainer writes the same files:
+policy itself, as the design notes do), then builds the trainer that ``(algorithm, backend)``
+registers (``sdpo_kit.registry``) and runs it. Every trainer writes the same files:
 
     D/metrics.jsonl      one JSON row per step: step, reward/mean, reward/std, loss, ...,
                          eval/accuracy at step 0, every trainer.eval_every steps and at the end
@@ -20,7 +20,10 @@ and end with ``held-out accuracy: before X -> after Y (+Z)`` and the wall time. 
 starts from the same starting policy (a reference model is a copy of it), loads the
 checkpoint, and logs steps N+1.. as the run that was not interrupted would have.
 
-Left out on purpose: evaluation-only and export sub-commands (later tracks add them).
+``sdpo-kit export RUN_DIR`` writes a LoRA adapter, a merged model or GGUF (``deploy/export.py``);
+``sdpo-kit export-verl CONFIG --out DIR`` the same run for verl (``deploy/verl.py``).
+
+Left out on purpose: an evaluation-only sub-command (``Task.evaluate`` does it in a line).
 """
 
 from __future__ import annotations
@@ -72,18 +75,6 @@ class ProgressPrinter:
             print("  ".join(parts), flush=True)
 
 
-def _lab_config(cfg, task) -> dict | None:
-    """The tiny lab's warm start follows the task being trained (cached per recipe)."""
-    if cfg.model.name != "tiny-lab":
-        return None
-    lab = {"task": cfg.task["name"], "digits": getattr(task, "digits", 1), "terms": getattr(task, "terms", 3),
-           **cfg.model.lab}
-    if getattr(task, "n_eval", 200) > lab.get("n_eval", 200) or getattr(task, "seed", 0) != lab.get("seed", 0):
-        print("warning: task.n_eval / task.seed differ from the warm start's; held-out problems "
-              "may have been seen in its SFT (set model.lab.n_eval / model.lab.seed to match)")
-    return lab
-
-
 def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -> dict:
     """Run one training job from a ``Config`` (from ``resume_from``, a checkpoint folder, if given).
 
@@ -91,14 +82,15 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
     ``total_s``, ``s_per_step`` (training loop without evals), ``output_dir``, ``history``
     (the metric rows) and the trained ``model`` and ``tokenizer``.
     """
-    from .config import ConfigError, dump_config
-    from .models import load_policy
-    from .plotting import LivePlot, panels_for
-    from .rewards import make_reward
-    from .tasks import make_task
-    from .trainers import get_trainer
-    from .trainers.checkpoint import save_model
-    from .utils import seed_everything
+    from sdpo_kit.core.checkpoint import save_model
+    from sdpo_kit.core.config import ConfigError, dump_config
+    from sdpo_kit.core.plotting import LivePlot, panels_for
+    from sdpo_kit.core.utils import seed_everything
+    from sdpo_kit.lab.model import lab_config_for
+    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import get_trainer
+    from sdpo_kit.rewards import make_reward
 
     t_start = time.perf_counter()
     tc = cfg.trainer
@@ -117,11 +109,11 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
     model, tokenizer = load_policy(
         cfg.model.name, lora=cfg.model.lora, load_in_4bit=cfg.model.load_in_4bit,
         max_seq_length=cfg.model.max_seq_length, trust_remote_code=cfg.model.trust_remote_code,
-        lab_config=_lab_config(cfg, task), dtype=cfg.model.dtype,
+        lab_config=lab_config_for(cfg, task), dtype=cfg.model.dtype,
     )
     weights = [r.get("weight", 1.0) for r in cfg.reward]
     specs = [{k: v for k, v in r.items() if k != "weight"} for r in cfg.reward]
-    # model-scored rewards (inverse_loss, supervised) score with the policy itself, as in the seed
+    # model-scored rewards (inverse_loss, supervised) score with the policy itself, as in the design notes
     try:
         reward_funcs = make_reward(specs, model=model, tokenizer=tokenizer, task=task)
     except ValueError as e:  # unknown type / option: a config problem, reported as one
@@ -188,14 +180,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="continue a run from one of its checkpoints (trainer.save_steps writes them)")
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                     help="override any config key, e.g. --set trainer.eval_every=10 (repeatable)")
-    ex = sub.add_parser("export", help="export a trained run: LoRA adapter or merged model (sdpo_kit.export)")
+    ex = sub.add_parser("export", help="export a trained run: LoRA adapter or merged model (sdpo_kit.deploy.export)")
     ex.add_argument("run_dir", help="a directory `sdpo-kit train` wrote (config.yaml + model/)")
     ex.add_argument("--format", default="lora", help="lora | merged | merged_4bit | gguf")
     ex.add_argument("--output-dir", help="where to write it (default RUN_DIR/export-FORMAT)")
     ex.add_argument("--dtype", default="fp16", help="merged weights: fp16 | bf16 | fp32")
     ex.add_argument("--quant", default="f16", help="gguf: f32 | f16 | q8_0")
     ex.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    ve = sub.add_parser("export-verl", help="a config's task, reward and settings as a verl run (sdpo_kit.integrations.verl)")
+    ve = sub.add_parser("export-verl", help="a config's task, reward and settings as a verl run (sdpo_kit.deploy.verl)")
     ve.add_argument("config", help="path to a YAML config (algorithm grpo or ppo)")
     ve.add_argument("--out", required=True, help="folder for train/val.parquet, reward.py, model/, run_verl.sh")
     ve.add_argument("--n-gpus-per-node", type=int, default=1)
@@ -209,9 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def export_verl_main(args) -> int:
-    from .config import ConfigError, load_config
-    from .integrations.verl import export_verl
-    from .integrations.verl_config import VerlExportError
+    from sdpo_kit.core.config import ConfigError
+    from sdpo_kit.deploy.verl import export_verl
+    from sdpo_kit.deploy.verl_config import VerlExportError
+    from sdpo_kit.registry import load_config
 
     try:
         cfg = load_config(args.config, _parse_set(args.set))
@@ -235,7 +228,7 @@ def export_verl_main(args) -> int:
 
 
 def export_main(args) -> int:
-    from .export import ExportError, export
+    from sdpo_kit.deploy.export import ExportError, export
 
     try:
         out = export(args.run_dir, args.format, args.output_dir, dtype=args.dtype, quant=args.quant,
@@ -248,7 +241,8 @@ def export_main(args) -> int:
 
 
 def main(argv=None) -> int:
-    from .config import ConfigError, load_config
+    from sdpo_kit.core.config import ConfigError
+    from sdpo_kit.registry import load_config
 
     args = build_parser().parse_args(argv)
     if args.command == "export":

@@ -1,6 +1,6 @@
 """One loader for every policy: ``load_policy(name) -> (model, tokenizer)``.
 
-* ``"tiny-lab"``: the offline, warm-started tiny Llama of ``sdpo_kit.lab`` (no hub, CPU).
+* ``"tiny-lab"``: the offline, warm-started tiny Llama of ``sdpo_kit.lab.model`` (no hub, CPU).
 * a hub id (``"Qwen/Qwen2.5-0.5B-Instruct"``) or a local directory:
     - CUDA and ``unsloth`` importable: Unsloth's ``FastLanguageModel`` in 4-bit with LoRA
       (fp16 on a T4, which has no real bf16; bf16 where the GPU supports it);
@@ -13,7 +13,7 @@ left padding, the padding batched generation needs; everything downstream is the
 Offline (``HF_HUB_OFFLINE=1``, or no network) a hub model that is not already in the local
 cache raises ``ModelNotAvailableError`` naming it and pointing at ``name="tiny-lab"``.
 
-Left out on purpose: vLLM, merged / GGUF export (a later track), multi-GPU placement.
+Exports (LoRA, merged, GGUF) live in ``sdpo_kit.deploy``. Left out on purpose: vLLM, multi-GPU placement.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 TINY_LAB = "tiny-lab"
-# LoRA as in the seed: r=16 on every attention and MLP projection, alpha 16, no dropout
+# LoRA as in the design notes: r=16 on every attention and MLP projection, alpha 16, no dropout
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LORA_DEFAULTS = {"r": 16, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": list(LORA_TARGETS)}
 
@@ -33,7 +33,7 @@ class ModelNotAvailableError(RuntimeError):
     """The requested model cannot be loaded: offline and not cached, missing, or gated."""
 
 
-def _offline() -> bool:
+def hub_offline() -> bool:
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         return True
     try:
@@ -44,7 +44,7 @@ def _offline() -> bool:
         return False
 
 
-def _lora_kwargs(lora) -> dict | None:
+def lora_kwargs(lora) -> dict | None:
     """``None``/``False``: no adapter; ``True``: the defaults; an int: the rank; a dict: overrides."""
     if lora is None or lora is False:
         return None
@@ -91,7 +91,7 @@ def finish_tokenizer(tokenizer, model=None):
 
 
 def _not_available(name: str, err: Exception) -> ModelNotAvailableError:
-    where = ("HF_HUB_OFFLINE=1 is set" if _offline() else "no network, a wrong name, or a gated model")
+    where = ("HF_HUB_OFFLINE=1 is set" if hub_offline() else "no network, a wrong name, or a gated model")
     return ModelNotAvailableError(
         f"cannot load model {name!r}: it is not in the local Hugging Face cache and cannot be "
         f"downloaded offline ({where}). Use name='tiny-lab' for the offline tiny model, or load "
@@ -101,7 +101,7 @@ def _not_available(name: str, err: Exception) -> ModelNotAvailableError:
 
 
 def _load_unsloth(name, *, max_seq_length, load_in_4bit, dtype, lora, trust_remote_code):
-    """Unsloth's fast path on a CUDA GPU: 4-bit base + LoRA adapters (the seed's recipe)."""
+    """Unsloth's fast path on a CUDA GPU: 4-bit base + LoRA adapters (the design notes' recipe)."""
     from unsloth import FastLanguageModel  # imported late: unsloth patches transformers on import
 
     model, tokenizer = FastLanguageModel.from_pretrained(
@@ -167,25 +167,25 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
         load_in_4bit: ``None``: 4-bit on the Unsloth path, off on the transformers path.
         max_seq_length: context length Unsloth prepares for (ignored elsewhere).
         trust_remote_code: run Python shipped with a hub model; off by default.
-        lab_config: a ``sdpo_kit.lab.LabConfig`` or a dict of its fields (tiny lab only).
+        lab_config: a ``sdpo_kit.lab.model.LabConfig`` or a dict of its fields (tiny lab only).
         dtype: ``None``/``"auto"`` (fp32 on CPU, bf16 or fp16 on GPU), a string or a torch dtype.
 
     Returns ``(model, tokenizer)``; the tokenizer pads on the left with a pad token set.
     Raises ``ModelNotAvailableError`` when a hub model cannot be had (offline, not cached).
     """
     if name == TINY_LAB:
-        from .lab import LabConfig, warm_start
+        from sdpo_kit.lab.model import LabConfig, warm_start
 
         cfg = LabConfig(**lab_config) if isinstance(lab_config, dict) else lab_config
         model, tokenizer = warm_start(cfg)
-        lora_kw = _lora_kwargs(lora)  # off unless asked: the tiny model trains in full
+        lora_kw = lora_kwargs(lora)  # off unless asked: the tiny model trains in full
         if lora_kw is not None:
             model = _add_peft_lora(model, lora_kw)
         return model, finish_tokenizer(tokenizer, model)
 
     if lab_config is not None:
         raise ValueError("lab_config only applies to name='tiny-lab'")
-    lora_kw = _lora_kwargs(True if lora is None else lora)
+    lora_kw = lora_kwargs(True if lora is None else lora)
     torch_dtype = _resolve_dtype(dtype)
     is_local = Path(os.path.expanduser(name)).is_dir()
     if not is_local and name.startswith((".", "/", "~")):
@@ -198,7 +198,7 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
         else:
             model, tokenizer = _load_transformers(name, load_in_4bit=load_in_4bit, dtype=torch_dtype,
                                                   trust_remote_code=trust_remote_code,
-                                                  local_only=_offline() and not is_local)
+                                                  local_only=hub_offline() and not is_local)
             if lora_kw is not None:
                 model = _add_peft_lora(model, lora_kw)
     except OSError as e:  # huggingface_hub's offline / not-found / gated errors are all OSErrors

@@ -12,7 +12,8 @@ import math
 
 import pytest
 
-from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.rewards import (
     RewardError,
     answer_likelihood_reward,
@@ -27,7 +28,6 @@ from sdpo_kit.rewards import (
     make_reward,
     tag_format_reward,
 )
-from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
 
 
 @pytest.fixture(scope="module")

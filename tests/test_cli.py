@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from sdpo_kit import cli
-from sdpo_kit.config import ConfigError, config_from_dict, load_config
+from sdpo_kit.core.config import ConfigError
+from sdpo_kit.registry import config_from_dict, load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 REQUIRED = {"step", "reward/mean", "reward/std", "loss"}
@@ -14,7 +15,7 @@ REQUIRED = {"step", "reward/mean", "reward/std", "loss"}
 
 @pytest.mark.parametrize("name", ["default", "unsupervised", "supervised", "demo"])
 def test_shipped_configs_load(name):
-    """Every shipped YAML loads with no unknown key; the seed's reward types are where the
+    """Every shipped YAML loads with no unknown key; the design notes' reward types are where the
     seed puts them (default and unsupervised: inverse loss; supervised: coverage-weighted CE
     on the answer column; demo: exact match with the scratch backend)."""
     cfg = load_config(CONFIGS / f"{name}.yaml")
@@ -25,8 +26,8 @@ def test_shipped_configs_load(name):
     if name == "supervised":
         assert cfg.reward[0]["answer_field"] == "answer"
     # the trainer section is the registered trainer's own config, on either backend
-    from sdpo_kit.trainers.grpo import GRPOConfig
-    from sdpo_kit.trainers.trl_grpo import TRLGRPOConfig
+    from sdpo_kit.grpo.loop import GRPOConfig
+    from sdpo_kit.grpo.trl import TRLGRPOConfig
 
     assert (cfg.algorithm, cfg.backend) == ("grpo", "scratch") and type(cfg.trainer) is GRPOConfig
     assert type(load_config(CONFIGS / f"{name}.yaml", {"backend": "trl"}).trainer) is TRLGRPOConfig
@@ -88,7 +89,7 @@ def test_each_trainer_owns_its_keys():
 
 def test_dumped_config_reads_back_the_same(tmp_path):
     """config.yaml, written next to every run, loads back to the config that ran."""
-    from sdpo_kit.config import dump_config
+    from sdpo_kit.core.config import dump_config
 
     for backend in ("scratch", "trl"):
         cfg = load_config(CONFIGS / "demo.yaml", {"backend": backend, "trainer.save_steps": 5})
@@ -142,7 +143,7 @@ def test_train_with_lora_saves_only_the_adapter(tmp_path):
 
 
 def test_default_config_scores_with_the_policy_itself(tmp_path, monkeypatch):
-    """configs/default.yaml runs the seed's unsupervised inverse loss: make_reward gets the
+    """configs/default.yaml runs the design notes' unsupervised inverse loss: make_reward gets the
     policy being trained as the scorer, and the logged reward is a mean log-prob (<= 0)."""
     from sdpo_kit import rewards
 

@@ -1,5 +1,5 @@
 """Export a trained run: LoRA adapter and merged model, round trips checked, bad input refused
-with nothing half-written (sdpo_kit/export.py, ``sdpo-kit export``)."""
+with nothing half-written (sdpo_kit/deploy/export.py, ``sdpo-kit export``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sdpo_kit import cli
-from sdpo_kit.export import ExportError, export, round_trip
+from sdpo_kit.deploy.export import ExportError, export, round_trip
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 PROMPTS = [[{"role": "user", "content": q}] for q in ("1+2+3=", "9+9+9=", "4+0+7=", "5+5+1=")]

@@ -1,4 +1,4 @@
-"""GGUF export through llama.cpp's own converter (sdpo_kit/export_gguf.py): the file loads back with
+"""GGUF export through llama.cpp's own converter (sdpo_kit/deploy/gguf.py): the file loads back with
 transformers' GGUF loader with the same vocabulary id for id, the same greedy answers and logits
 within a stated tolerance per quantisation. Needs the converter (fetched by `make test-export`, which
 .ci/run runs); without it these tests skip and say so."""
@@ -9,8 +9,8 @@ import pytest
 from test_export import PROMPTS, leftovers, runs  # noqa: F401  (runs: the module's trained runs, a fixture)
 
 from sdpo_kit import cli
-from sdpo_kit.export import ExportError, export
-from sdpo_kit.export_gguf import ConverterUnavailable, converter_dir, gguf_round_trip, gguf_vocabulary
+from sdpo_kit.deploy.export import ExportError, export
+from sdpo_kit.deploy.gguf import ConverterUnavailable, converter_dir, gguf_round_trip, gguf_vocabulary
 
 try:
     converter_dir(fetch=False)

@@ -13,16 +13,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sdpo_kit.generation import (
+from sdpo_kit.core.sampling import (
     SharePromptUnsupported,
     completion_logprobs,
     encode_prompts,
     sample,
     shared_prompt_logprobs,
 )
-from sdpo_kit.lab import build_model, build_tokenizer
-from sdpo_kit.trainers import grpo as grpo_module
-from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo import loop as grpo_module
+from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.lab.model import build_model, build_tokenizer
 
 G = 3
 PROMPTS = ["1+2=", "17+5=", "123+4="]  # different lengths: left padding differs per group

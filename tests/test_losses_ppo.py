@@ -1,4 +1,4 @@
-"""The PPO pieces (sdpo_kit/losses/ppo.py) against classic trl 0.11.4, transcribed in
+"""The PPO pieces (sdpo_kit/ppo/loss.py) against classic trl 0.11.4, transcribed in
 tests/ppo_reference_trl0114.py (trl 0.11.4 cannot share an environment with trl 1.16), and the
 distillation loss against TRL's GKD generalized JSD at the matching setting."""
 
@@ -10,7 +10,7 @@ import ppo_reference_trl0114 as ref
 import pytest
 import torch
 
-from sdpo_kit.losses import ppo
+from sdpo_kit.ppo import loss as ppo
 
 B, T, V = 3, 5, 7
 

@@ -19,8 +19,8 @@ from datasets import Dataset
 from transformers import LlamaForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
-from sdpo_kit.generation import completion_logprobs, encode_prompts
-from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.core.sampling import completion_logprobs, encode_prompts
+from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.losses import group_advantages, grpo_loss, kl_k3, masked_mean
 
 G = 4  # num_generations

@@ -1,15 +1,15 @@
-"""One naming scheme: every key a trainer logs is documented in sdpo_kit.metrics.METRICS, and the
+"""One naming scheme: every key a trainer logs is documented in sdpo_kit.core.metrics.METRICS, and the
 TRL name map lands on documented keys; the sink writes, replays and calls back."""
 
 from __future__ import annotations
 
 import re
 
-from sdpo_kit.lab import build_model, build_tokenizer
-from sdpo_kit.metrics import METRICS, TRL_TO_SDPO, MetricsSink, metrics_from_trl_logs, read_jsonl
+from sdpo_kit.core.metrics import METRICS, TRL_TO_SDPO, MetricsSink, metrics_from_trl_logs, read_jsonl
+from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.lab.model import build_model, build_tokenizer
+from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import exact_match_reward
-from sdpo_kit.tasks import ArithmeticTask
-from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
 
 
 def documented(key: str) -> bool:

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import pytest
 from transformers import TrainerControl, TrainerState
 
-from sdpo_kit import plotting
-from sdpo_kit.plotting import (
+from sdpo_kit.core import plotting
+from sdpo_kit.core.plotting import (
     DEFAULT_PANELS,
     LivePlot,
     LivePlotCallback,
@@ -309,9 +309,9 @@ def test_callback_on_a_real_trl_grpo_trainer(tmp_path):
     from transformers import AutoModelForCausalLM
     from trl import GRPOConfig, GRPOTrainer
 
-    from sdpo_kit.lab import build_model, build_tokenizer
+    from sdpo_kit.lab.model import build_model, build_tokenizer
+    from sdpo_kit.lab.tasks import ArithmeticTask
     from sdpo_kit.rewards import exact_match_reward
-    from sdpo_kit.tasks import ArithmeticTask
 
     torch.manual_seed(0)
     tok = build_tokenizer()
@@ -342,10 +342,10 @@ def test_liveplot_as_a_scratch_grpo_loop_callback(tmp_path):
     """``GRPOLoop(callbacks=[plot])`` feeds the plot every row the loop logs, in order."""
     import torch
 
-    from sdpo_kit.lab import build_model, build_tokenizer
+    from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+    from sdpo_kit.lab.model import build_model, build_tokenizer
+    from sdpo_kit.lab.tasks import ArithmeticTask
     from sdpo_kit.rewards import exact_match_reward
-    from sdpo_kit.tasks import ArithmeticTask
-    from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
 
     torch.manual_seed(0)
     tok = build_tokenizer()

@@ -14,8 +14,8 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 from trl.experimental.sdpo.sdpo_config import SDPOConfig  # noqa: E402
 from trl.experimental.sdpo.sdpo_trainer import SuccessfulRolloutTeacherContextBuilder  # noqa: E402
 
-from sdpo_kit.lab import build_tokenizer  # noqa: E402
-from sdpo_kit.reprompt import build_teacher_prompts, select_teachers, truncate_left  # noqa: E402
+from sdpo_kit.lab.model import build_tokenizer  # noqa: E402
+from sdpo_kit.sdpo.reprompt import build_teacher_prompts, select_teachers, truncate_left  # noqa: E402
 
 
 class RecordingBuilder(SuccessfulRolloutTeacherContextBuilder):

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from sdpo_kit import cli
-from sdpo_kit.config import load_config
-from sdpo_kit.lab import build_model, build_tokenizer
-from sdpo_kit.models import _add_peft_lora, _lora_kwargs
+from sdpo_kit.core.checkpoint import list_checkpoints
+from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.lab.model import build_model, build_tokenizer
+from sdpo_kit.lab.tasks import ArithmeticTask
+from sdpo_kit.models import _add_peft_lora, lora_kwargs
+from sdpo_kit.registry import load_config
 from sdpo_kit.rewards import exact_match_reward
-from sdpo_kit.tasks import ArithmeticTask
-from sdpo_kit.trainers.checkpoint import list_checkpoints
-from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FP32 = {"rel": 1e-5, "abs": 1e-6}
@@ -55,7 +55,7 @@ def make_loop(tok, out, lora=False, **cfg):
     rows, heldout = task.splits()
     model = build_model(tok, seed=0)
     if lora:
-        model = _add_peft_lora(model, _lora_kwargs(4))
+        model = _add_peft_lora(model, lora_kwargs(4))
     config = GRPOConfig(max_steps=6, prompts_per_step=3, num_generations=4, num_iterations=2, beta=0.05,
                         max_completion_length=3, learning_rate=3e-3, lr_scheduler_type="linear", eval_every=2,
                         save_steps=2, seed=3, output_dir=str(out), **cfg)
@@ -92,7 +92,7 @@ def test_resume_without_restoring_state_would_differ(tok, tmp_path):
     full = make_loop(tok, tmp_path / "full")
     full_rows = full.train()
     naive = make_loop(tok, tmp_path / "naive")
-    from sdpo_kit.trainers.checkpoint import load_model_weights
+    from sdpo_kit.core.checkpoint import load_model_weights
 
     load_model_weights(naive.model, tmp_path / "full" / "checkpoint-4")
     naive.config.max_steps = 2

@@ -1,5 +1,5 @@
 """Rewards: verifiable rewards on tables of (completion, expected), the model-scored rewards
-against the seed's per-example code, batching, the zero-advantage pitfall and the factory.
+against the design notes' per-example code, batching, the zero-advantage pitfall and the factory.
 
 Model-scored rewards run on the untrained tiny lab model (float32, CPU); batched and
 per-example scores agree within atol=1e-5.
@@ -13,8 +13,9 @@ import random
 import pytest
 import torch
 
-from sdpo_kit.generation import render_prompts
-from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.core.sampling import render_prompts
+from sdpo_kit.lab.model import build_model, build_tokenizer
+from sdpo_kit.lab.tasks import ArithmeticTask, completion_text
 from sdpo_kit.losses import group_advantages
 from sdpo_kit.rewards import (
     REWARD_TYPES,
@@ -28,7 +29,6 @@ from sdpo_kit.rewards import (
     reward_name,
     tag_format_reward,
 )
-from sdpo_kit.tasks import ArithmeticTask, completion_text
 
 ATOL = 1e-5
 
@@ -186,10 +186,10 @@ def test_verifiable_names_and_required_columns():
 
 
 # ---------------------------------------------------------------------------------------
-# model-scored rewards: naive references (the seed's code, one forward per example)
+# model-scored rewards: naive references (the design notes' code, one forward per example)
 # ---------------------------------------------------------------------------------------
 def seed_inverse_loss(model, tokenizer, prompts, completions):
-    """The seed's ``inverse_loss_reward`` body, transcribed (prompts already rendered)."""
+    """The design notes' ``inverse_loss_reward`` body, transcribed (prompts already rendered)."""
     rewards = []
     for prompt, completion in zip(prompts, completions):
         text = prompt + completion
@@ -210,7 +210,7 @@ def seed_inverse_loss(model, tokenizer, prompts, completions):
 
 
 def seed_coverage_ce(model, tokenizer, answer, completion):
-    """The seed's ``_compute_completion_cross_entropy``, transcribed."""
+    """The design notes' ``_compute_completion_cross_entropy``, transcribed."""
     answer_tokens = tokenizer(answer, add_special_tokens=False)["input_ids"]
     completion_tokens = tokenizer(completion, add_special_tokens=False)["input_ids"]
     inputs = tokenizer(completion, return_tensors="pt").to(model.device)
@@ -257,7 +257,7 @@ ANSWERS = ["9", "9", "3", "27", "0", "9", "10", "7", "24", "15"]
 
 
 def test_inverse_loss_matches_the_seed_loop(model, tok):
-    """Batched inverse loss == the seed's one-forward-per-example code on chat prompts
+    """Batched inverse loss == the design notes' one-forward-per-example code on chat prompts
     (rendered with the chat template) and chat-format completions, atol=1e-5."""
     fn = inverse_loss_reward(model, tok, micro_batch_size=4)
     got = fn(prompts=PROMPTS, completions=[chat(c) for c in COMPLETIONS])
@@ -267,7 +267,7 @@ def test_inverse_loss_matches_the_seed_loop(model, tok):
 
 
 def test_inverse_loss_matches_the_seed_loop_on_string_prompts(model, tok):
-    """Plain string prompts are used as they are (no template) and still match the seed."""
+    """Plain string prompts are used as they are (no template) and still match the design notes."""
     prompts = ["3+5+1=", "Q: 7+0+2=\nA:", "x"] * 2
     comps = ["9", " 9", "yz", "99", "hello world", "0"]
     got = inverse_loss_reward(model, tok, micro_batch_size=4)(prompts=prompts, completions=comps)
@@ -276,7 +276,7 @@ def test_inverse_loss_matches_the_seed_loop_on_string_prompts(model, tok):
 
 
 def test_coverage_ce_matches_the_seed_loop(model, tok):
-    """Batched coverage-weighted CE == the seed's per-example function, atol=1e-5, on
+    """Batched coverage-weighted CE == the design notes' per-example function, atol=1e-5, on
     completions shorter, as long as and longer than the answer."""
     fn = coverage_weighted_ce_reward(model, tok, micro_batch_size=4)
     got = fn(prompts=PROMPTS, completions=[chat(c) for c in COMPLETIONS], answer=ANSWERS)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sdpo_kit.generation import completion_mask_from_eos, eos_token_ids, sample, sampling_config
-from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.core.sampling import completion_mask_from_eos, eos_token_ids, sample, sampling_config
+from sdpo_kit.lab.model import build_model, build_tokenizer
 
 PROMPTS = [[{"role": "user", "content": p}] for p in ("1+2=", "17+5=", "9+9+9=")]
 
@@ -82,9 +82,9 @@ def test_completion_mask_from_eos_takes_one_id_or_a_list():
 def test_top_k_reaches_both_backends(tok, tmp_path):
     """trainer.top_k / top_p (TRL's names, default 0 / 1.0: plain sampling) reach the scratch
     sampler (top_k=1 makes every completion of a group the greedy one) and TRL's GRPOConfig."""
-    from sdpo_kit.config import config_from_dict
-    from sdpo_kit.trainers.grpo import GRPOConfig, GRPOLoop
-    from sdpo_kit.trainers.trl_grpo import grpo_args
+    from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+    from sdpo_kit.grpo.trl import grpo_args
+    from sdpo_kit.registry import config_from_dict
 
     rows = [{"prompt": p, "answer": "0"} for p in PROMPTS]
     loop = GRPOLoop(build_model(tok, seed=0), tok, [lambda prompts, completions, **kw: [0.0] * len(completions)], rows,

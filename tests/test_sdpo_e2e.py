@@ -1,4 +1,4 @@
-"""The seed's end-to-end list (phase 5b) for our SDPOTrainer(GRPOTrainer), with the tiny lab in
+"""The design notes' end-to-end list (phase 5b) for our SDPOTrainer(GRPOTrainer), with the tiny lab in
 place of Qwen. Every test name carries "trl": `make test-trl115` runs them on trl 1.15 too."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import test_sdpo_trl
 import torch
 from transformers import LlamaForCausalLM
 
+from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import exact_match_reward, feedback_reward
-from sdpo_kit.tasks import ArithmeticTask
-from sdpo_kit.trainers.sdpo import build_trl_sdpo_trainer
+from sdpo_kit.sdpo.trl import build_trl_sdpo_trainer
 
 G = 4
 char_reward = test_sdpo_trl.char_reward
@@ -58,7 +58,7 @@ def test_trl_student_topk_passed_to_teacher():
     """topk_logits takes the student's top-k indices for the teacher (the hand case of
     tests/test_losses_sdpo.py shows the values); here: a teacher whose own top-k differ
     changes the loss only through the student's indices."""
-    from sdpo_kit.losses.sdpo import topk_log_probs
+    from sdpo_kit.sdpo.loss import topk_log_probs
 
     student = torch.tensor([[[3.0, 2.0, 0.0, -1.0, -2.0]]])
     teacher = torch.tensor([[[-5.0, 0.0, 4.0, 3.0, 0.0]]])

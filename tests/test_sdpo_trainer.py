@@ -10,10 +10,10 @@ import math
 import pytest
 import torch
 
-from sdpo_kit.lab import build_model, build_tokenizer
+from sdpo_kit.lab.model import build_model, build_tokenizer
+from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import feedback_reward
-from sdpo_kit.tasks import ArithmeticTask
-from sdpo_kit.trainers.sdpo_loop import SDPOLoop, SDPOLoopConfig, teacher_prompt_batch
+from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig, teacher_prompt_batch
 
 SDPO_KEYS = {"sdpo/distill_loss", "sdpo/teacher_coverage", "sdpo/success_rate", "sdpo/feedback_frac",
              "sdpo/reprompt_truncated", "sdpo/teacher_student_kl", "loss", "reward/mean"}
@@ -112,7 +112,7 @@ def test_shipped_configs_run(name, tmp_path):
     from pathlib import Path
 
     from sdpo_kit import cli
-    from sdpo_kit.config import load_config
+    from sdpo_kit.registry import load_config
 
     path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
     cfg = load_config(path)

@@ -15,9 +15,9 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 from trl.experimental.sdpo import SDPOConfig as TRLSDPOArgs  # noqa: E402
 from trl.experimental.sdpo import SDPOTrainer as TRLSDPOTrainer  # noqa: E402
 
-from sdpo_kit.lab import build_model, build_tokenizer  # noqa: E402
-from sdpo_kit.tasks import ArithmeticTask  # noqa: E402
-from sdpo_kit.trainers.sdpo import build_trl_sdpo_trainer  # noqa: E402
+from sdpo_kit.lab.model import build_model, build_tokenizer  # noqa: E402
+from sdpo_kit.lab.tasks import ArithmeticTask  # noqa: E402
+from sdpo_kit.sdpo.trl import build_trl_sdpo_trainer  # noqa: E402
 
 G = 4
 
@@ -94,7 +94,7 @@ def test_scratch_backend_equals_the_trl_subclass_on_one_batch(lab, tmp_path, sdp
     """SDPOLoop.objective and SDPOTrainer.compute_loss on one rollout (the scratch loop's), the
     same teacher prompts and teacher weights: the same loss and gradients."""
     from sdpo_kit.losses import group_advantages
-    from sdpo_kit.trainers.sdpo_loop import SDPOLoop, SDPOLoopConfig, teacher_prompt_batch
+    from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig, teacher_prompt_batch
 
     path, tok = lab
     rows = [dict(r) for r in ArithmeticTask(n_eval=10).splits()[0][:2]]

@@ -7,8 +7,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from sdpo_kit.lab import build_tokenizer
-from sdpo_kit.spans import find_char_span, find_span_token_indices, token_char_offsets
+from sdpo_kit.lab.model import build_tokenizer
+from sdpo_kit.vapor.spans import find_char_span, find_span_token_indices, token_char_offsets
 
 OPEN, CLOSE = "<answer>", "</answer>"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sdpo_kit import test_time as tt
+from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import exact_match_reward, feedback_reward
-from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.sdpo import test_time as tt
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_test_time_training_moves_a_copy_towards_the_reprompted_teacher(lab):
     """train_steps > 0: SDPO steps on a copy of the policy, never on the policy; each step lowers
     the student's log s - log t on the round's candidates (towards the teacher shown the feedback)."""
     model, tok, task, heldout = lab
-    from sdpo_kit.generation import completion_logits, encode_prompts
+    from sdpo_kit.core.sampling import completion_logits, encode_prompts
     from sdpo_kit.losses import token_logprobs
 
     before = {k: v.clone() for k, v in model.state_dict().items()}

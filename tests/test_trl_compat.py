@@ -12,7 +12,7 @@ import pytest
 import trl.trainer.utils as trl_utils
 from packaging.version import Version
 
-from sdpo_kit.trainers.trl_base import check_trl_runs_on
+from sdpo_kit.core.trl_base import check_trl_runs_on
 
 
 def test_installed_trl_is_one_we_support():
@@ -27,7 +27,7 @@ def test_the_names_we_import_from_trl_exist():
     from trl import GRPOConfig, GRPOTrainer  # noqa: F401
     from trl.experimental.sdpo import SDPOConfig, SDPOTrainer  # noqa: F401
 
-    from sdpo_kit.trainers.trl_grpo import _trl_fields
+    from sdpo_kit.grpo.trl import _trl_fields
 
     assert {"num_generations", "epsilon_high", "loss_type", "beta", "scale_rewards", "save_steps"} <= _trl_fields()
 

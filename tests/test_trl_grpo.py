@@ -8,10 +8,10 @@ import datasets
 import pytest
 import torch
 
+from sdpo_kit.grpo.trl import build_trl_grpo_trainer, grpo_args
+from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import RewardError, exact_match_reward
-from sdpo_kit.tasks import ArithmeticTask
-from sdpo_kit.trainers.trl_grpo import build_trl_grpo_trainer, grpo_args
 
 TASK = ArithmeticTask(n_eval=40)
 TRAIN, HELDOUT = TASK.splits()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sdpo_kit.generation import completion_logits, sample
-from sdpo_kit.lab import LabConfig, build_model, build_tokenizer
+from sdpo_kit.core.sampling import completion_logits, sample
+from sdpo_kit.lab.model import LabConfig, build_model, build_tokenizer
 from sdpo_kit.models import finish_tokenizer
-from sdpo_kit.value_head import HEAD_FILE, PolicyWithValueHead
+from sdpo_kit.ppo.value_head import HEAD_FILE, PolicyWithValueHead
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from sdpo_kit import cli
-from sdpo_kit.config import config_from_dict, load_config
-from sdpo_kit.lab import build_model, build_tokenizer
-from sdpo_kit.models import _add_peft_lora, _lora_kwargs
+from sdpo_kit.lab.model import build_model, build_tokenizer
+from sdpo_kit.lab.tasks import make_task
+from sdpo_kit.models import _add_peft_lora, lora_kwargs
+from sdpo_kit.registry import config_from_dict, load_config
 from sdpo_kit.rewards import exact_match_reward
-from sdpo_kit.tasks import make_task
-from sdpo_kit.trainers.vapor_loop import VAPORLoop, VAPORLoopConfig
-from sdpo_kit.trainers.vapor_parts import completion_span_mask, preference_batch, preference_span_logps
+from sdpo_kit.vapor.loop import VAPORLoop, VAPORLoopConfig
+from sdpo_kit.vapor.parts import completion_span_mask, preference_batch, preference_span_logps
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 TAGS = ("<answer>", "</answer>")
@@ -41,7 +41,7 @@ def test_completion_span_mask_marks_the_answer_tokens(tok):
 
 def test_preference_span_logps_sum_the_span_tokens(tok):
     """log pi(y) is the sum of the token log-probs between the tags, given the prompt."""
-    from sdpo_kit.generation import completion_logprobs, encode_prompts
+    from sdpo_kit.core.sampling import completion_logprobs, encode_prompts
 
     model = build_model(tok, seed=0)
     prompts = [[{"role": "user", "content": "1+2= <answer>"}], [{"role": "user", "content": "7+5+1= <answer>"}]]
@@ -66,7 +66,7 @@ def make_loop(tok, variant="as_specified", lora=False, **cfg):
     rows, heldout = task.splits()
     model = build_model(tok, seed=0)
     if lora:
-        model = _add_peft_lora(model, _lora_kwargs(4))
+        model = _add_peft_lora(model, lora_kwargs(4))
     kw = dict(max_steps=3, prompts_per_step=2, num_generations=4, num_iterations=2, max_completion_length=20,
               learning_rate=1e-2, vapor_variant=variant)
     config = VAPORLoopConfig(**{**kw, **cfg})
@@ -116,7 +116,7 @@ def test_config_and_cli(tmp_path):
     out = tmp_path / "run"
     assert cli.main(["train", str(CONFIGS / "vapor.yaml"), "--max-steps", "2", "--output-dir", str(out),
                      "--set", "task.n_eval=16", "--set", "trainer.prompts_per_step=2"]) == 0
-    from sdpo_kit.plotting import panels_for
+    from sdpo_kit.core.plotting import panels_for
 
     assert {k for p in panels_for("vapor") for k in p.keys} >= {"vapor/preference_term", "vapor/verifiable_ratio"}
     assert (out / "reward_curve.png").exists()
@@ -130,10 +130,10 @@ def test_trl_backend_gives_the_scratch_loss_on_the_same_batch(tok, tmp_path):
     off-policy old_logp), each distinct pair computed once."""
     from transformers import LlamaForCausalLM
 
-    from sdpo_kit.generation import completion_logprobs
+    from sdpo_kit.core.sampling import completion_logprobs
     from sdpo_kit.losses import group_advantages, kl_k3, masked_mean, preference_log_term
-    from sdpo_kit.trainers.vapor import build_trl_vapor_trainer
-    from sdpo_kit.trainers.vapor_loop import vapor_objective
+    from sdpo_kit.vapor.loop import vapor_objective
+    from sdpo_kit.vapor.trl import build_trl_vapor_trainer
 
     task = make_task("vapor_arithmetic", n_eval=16)
     rows = task.splits()[0][:2]

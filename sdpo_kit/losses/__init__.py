@@ -1,16 +1,17 @@
-"""Pure tensor functions for RL post-training losses (torch only), one module per algorithm.
+"""The math in one import: each algorithm's pure loss functions (torch only), re-exported.
 
-    common.py   per-token log-probs, masked reductions, KL estimators k1 / k2 / k3
-    grpo.py     group-relative advantages, the four aggregations, ``grpo_loss``
-    vapor.py    VAPOR: ``preference_log_term``, ``vapor_loss``, ``preference_dpo_loss``
-    sdpo.py     SDPO: ``sdpo_loss`` (self-distillation, equal to trl.experimental.sdpo), ``generalized_jsd``
-    ppo.py      PPO with a critic (= trl 0.11.4): ``per_token_rewards``, ``gae``, ``ppo_loss``, KL
-                controllers, ``RunningMoments`` / ``scale_scores``, ``distillation_loss`` (Hinton's KD)
+    core/logprobs.py  per-token log-probs, masked reductions, KL estimators k1 / k2 / k3
+    grpo/loss.py      group-relative advantages, the four aggregations, ``grpo_loss``
+    vapor/loss.py     VAPOR: ``preference_log_term``, ``vapor_loss``, ``preference_dpo_loss``
+    sdpo/loss.py      SDPO: ``sdpo_loss`` (self-distillation, equal to trl.experimental.sdpo), ``generalized_jsd``
+    ppo/loss.py       PPO with a critic (= trl 0.11.4): ``per_token_rewards``, ``gae``, ``ppo_loss``, KL
+                      controllers, ``RunningMoments`` / ``scale_scores``, ``distillation_loss`` (Hinton's KD)
 
-Every public name is re-exported here: ``from sdpo_kit.losses import grpo_loss``.
+Every public name is re-exported here: ``from sdpo_kit.losses import grpo_loss``. The library's own
+modules import from where a name lives, so no algorithm depends on another through this file.
 """
 
-from .common import (
+from sdpo_kit.core.logprobs import (
     CHUNK_ELEMENTS,
     check_same_shape,
     kl_k1,
@@ -20,8 +21,8 @@ from .common import (
     masked_sum,
     token_logprobs,
 )
-from .grpo import LOSS_TYPES, SCALE_REWARDS, aggregate_loss, group_advantages, grpo_loss
-from .ppo import (
+from sdpo_kit.grpo.loss import LOSS_TYPES, SCALE_REWARDS, aggregate_loss, group_advantages, grpo_loss
+from sdpo_kit.ppo.loss import (
     KL_PENALTIES,
     AdaptiveKLController,
     FixedKLController,
@@ -37,8 +38,8 @@ from .ppo import (
     ppo_loss,
     scale_scores,
 )
-from .sdpo import SDPO_MODES, add_tail_bucket, generalized_jsd, sdpo_loss, sdpo_per_token_loss
-from .vapor import preference_dpo_loss, preference_log_term, vapor_loss
+from sdpo_kit.sdpo.loss import SDPO_MODES, add_tail_bucket, generalized_jsd, sdpo_loss, sdpo_per_token_loss
+from sdpo_kit.vapor.loss import preference_dpo_loss, preference_log_term, vapor_loss
 
 __all__ = [
     "CHUNK_ELEMENTS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate_loss", "check_same_shape", "group_advantages",

@@ -2,8 +2,9 @@
 
     core.py           the contract: column checks (signature or ``required_columns``), named
                       errors for a reward that raises or returns NaN, weighted sums
-    verifiable.py     exact match (``tasks.is_correct``), tag format, format-and-match
+    verifiable.py     exact match (``lab.tasks.is_correct``), tag format, format-and-match
     model_scored.py   inverse loss, coverage-weighted CE, answer likelihood (batched, no_grad)
+    learned.py        the tiny lab's learned reward model (a sequence classifier) and its reward
     registry.py       ``make_reward(config, model, tokenizer, task)`` from config dicts
 
 ``completions`` are strings or chat message lists (TRL passes lists of
@@ -11,7 +12,7 @@
 takes both. Every public name is re-exported here: ``from sdpo_kit.rewards import make_reward``.
 """
 
-from .core import (
+from sdpo_kit.rewards.core import (
     TRL_REWARD_KWARGS,
     RewardError,
     RewardFunc,
@@ -24,15 +25,15 @@ from .core import (
     required_columns,
     reward_name,
 )
-from .model_scored import (
+from sdpo_kit.rewards.model_scored import (
     ANSWER_SEPARATOR,
     SCORERS,
     answer_likelihood_reward,
     coverage_weighted_ce_reward,
     inverse_loss_reward,
 )
-from .registry import REWARD_BUILDERS, REWARD_TYPES, make_reward
-from .verifiable import exact_match_reward, feedback_reward, format_and_match_reward, tag_format_reward
+from sdpo_kit.rewards.registry import REWARD_BUILDERS, REWARD_TYPES, make_reward
+from sdpo_kit.rewards.verifiable import exact_match_reward, feedback_reward, format_and_match_reward, tag_format_reward
 
 __all__ = [
     "ANSWER_SEPARATOR", "REWARD_BUILDERS", "REWARD_TYPES", "SCORERS", "TRL_REWARD_KWARGS", "RewardError",

@@ -1,4 +1,4 @@
-"""Model-scored rewards: a causal LM's likelihoods as the reward (the seed's two, and a sounder one).
+"""Model-scored rewards: a causal LM's likelihoods as the reward (the design notes' two, and a sounder one).
 
 Batched: sequences are padded, one forward pass per micro-batch under ``torch.no_grad()``,
 never a Python loop of single forwards. The scorer is put in eval mode while it scores (no
@@ -17,11 +17,11 @@ from collections.abc import Sequence
 
 import torch
 
-from ..generation import completion_logprobs, render_prompts
-from ..losses import masked_mean
-from ..tasks import completion_text
-from ..utils import eval_mode
-from .core import RewardFunc
+from sdpo_kit.core.logprobs import masked_mean
+from sdpo_kit.core.sampling import completion_logprobs, render_prompts
+from sdpo_kit.core.utils import eval_mode
+from sdpo_kit.lab.tasks import completion_text
+from sdpo_kit.rewards.core import RewardFunc
 
 SCORERS = ("policy", "frozen")
 
@@ -103,7 +103,7 @@ def _mean_target_logprob(model, tokenizer, contexts: Sequence[Sequence[int]], ta
 
 
 def inverse_loss_reward(model, tokenizer, *, scorer: str = "policy", micro_batch_size: int = 64) -> RewardFunc:
-    """The seed's unsupervised reward: minus the mean cross-entropy of the completion given the prompt.
+    """The design notes' unsupervised reward: minus the mean cross-entropy of the completion given the prompt.
 
     For a prompt q (chat prompts rendered with the tokenizer's chat template) and a completion
     o of |o| tokens, scored by the model p:
@@ -111,17 +111,17 @@ def inverse_loss_reward(model, tokenizer, *, scorer: str = "policy", micro_batch
         R(o) = -CE(o | q) = (1/|o|) sum_{t=1}^{|o|} log p(o_t | q, o_<t),     R(empty) = 0.0
 
     so R <= 0, and higher means "more likely under the scorer". The completion is its text
-    only (no eos appended), as in the seed. Prompt and completion are tokenized separately
+    only (no eos appended), as in the design notes. Prompt and completion are tokenized separately
     without special tokens and concatenated; for the tiny lab's character tokenizer this is
-    token for token the seed's ``tokenizer(prompt + completion)`` and its slice
-    ``token_losses[prompt_length - 1:]`` (a tokenizer that adds a BOS would shift the seed's
+    token for token the design notes' ``tokenizer(prompt + completion)`` and its slice
+    ``token_losses[prompt_length - 1:]`` (a tokenizer that adds a BOS would shift the design notes'
     slice by one, also scoring the prompt's last token). With an empty prompt the first
-    completion token has nothing to be predicted from and is left out (the seed would score
+    completion token has nothing to be predicted from and is left out (the design notes would score
     only the last token there).
 
     Batched: one forward per ``micro_batch_size`` completions, under ``torch.no_grad()``.
 
-    ``scorer="policy"`` (the seed) scores with the model being trained; ``"frozen"`` with a
+    ``scorer="policy"`` (the design notes') scores with the model being trained; ``"frozen"`` with a
     deep copy taken now (eval mode, no gradients), which never moves.
 
     Why the self-scored version invites collapse: the reward is the policy's own likelihood
@@ -154,8 +154,8 @@ def _coverage_ce(model, tokenizer, completions: Sequence[str], answers: Sequence
     """-CE(logits of the completion alone, answer tokens) * coverage, batched (see the reward)."""
     pad_id = _pad_id(tokenizer)
     device = next(model.parameters()).device
-    inputs = _encode(tokenizer, completions, add_special_tokens=True)  # the seed: tokenizer(completion)
-    comp_tokens = _encode(tokenizer, completions)                      # the seed: add_special_tokens=False
+    inputs = _encode(tokenizer, completions, add_special_tokens=True)  # the design notes: tokenizer(completion)
+    comp_tokens = _encode(tokenizer, completions)                      # the design notes: add_special_tokens=False
     ans_tokens = _encode(tokenizer, answers)
     # logits[:-1] has len(inputs) - 1 positions; min_len == 0 scores 0.0 with no forward
     min_len = [min(max(len(x) - 1, 0), len(a)) for x, a in zip(inputs, ans_tokens)]
@@ -180,7 +180,7 @@ def _coverage_ce(model, tokenizer, completions: Sequence[str], answers: Sequence
 
 def coverage_weighted_ce_reward(model, tokenizer, answer_field: str = "answer", *, scorer: str = "policy",
                                 micro_batch_size: int = 64) -> RewardFunc:
-    """The seed's supervised reward, exactly as its formula reads.
+    """The design notes' supervised reward, exactly as its formula reads.
 
     Run the model on the completion tokens c_1..c_n ALONE (no prompt), keep the shifted
     logits z_1..z_{n-1} (z_k is the prediction made after reading c_1..c_k) and score them
@@ -193,7 +193,7 @@ def coverage_weighted_ce_reward(model, tokenizer, answer_field: str = "answer", 
 
     Kept literal: the model input is ``tokenizer(completion)`` with the tokenizer's default
     ``add_special_tokens`` and the coverage counts ``tokenizer(completion,
-    add_special_tokens=False)``, as in the seed; the tiny lab's character tokenizer adds no
+    add_special_tokens=False)``, as in the design notes; the tiny lab's character tokenizer adds no
     special tokens, so both are the completion's characters.
 
     Why not plain answer perplexity: ``ppl(prompt + answer)`` does not depend on the

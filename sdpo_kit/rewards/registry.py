@@ -10,9 +10,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 
-from .core import RewardFunc
-from .model_scored import ANSWER_SEPARATOR, answer_likelihood_reward, coverage_weighted_ce_reward, inverse_loss_reward
-from .verifiable import exact_match_reward, feedback_reward, format_and_match_reward, tag_format_reward
+from sdpo_kit.rewards.core import RewardFunc
+from sdpo_kit.rewards.model_scored import (
+    ANSWER_SEPARATOR,
+    answer_likelihood_reward,
+    coverage_weighted_ce_reward,
+    inverse_loss_reward,
+)
+from sdpo_kit.rewards.verifiable import exact_match_reward, feedback_reward, format_and_match_reward, tag_format_reward
 
 
 def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagged=None):
@@ -24,7 +29,7 @@ def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagg
 def _reward_model_from_config(model, tokenizer, task, name="tiny-lab", micro_batch_size=256):
     """A sequence-classification reward model: the tiny lab's (built and cached in code, for the
     task's digits / terms) or a local directory / hub id with its own tokenizer."""
-    from ..reward_model import RewardModelConfig, build_reward_model, sequence_classifier_reward
+    from sdpo_kit.rewards.learned import RewardModelConfig, build_reward_model, sequence_classifier_reward
 
     if name == "tiny-lab":
         rm, rm_tok = build_reward_model(RewardModelConfig(digits=getattr(task, "digits", 1),
@@ -37,13 +42,13 @@ def _reward_model_from_config(model, tokenizer, task, name="tiny-lab", micro_bat
 
 
 def _environment_from_config(model, tokenizer, task, factory=None, answer_field="answer"):
-    """An ``Environment`` (``sdpo_kit.environments``) as a reward: ``factory`` is an import path
+    """An ``Environment`` (``sdpo_kit.lab.environments``) as a reward: ``factory`` is an import path
     ``"package.module:callable"`` returning a fresh environment; None: the tiny lab's
     ``ArithmeticEnvironment`` on the config's task. Scores and feedback: ``environment_reward``."""
     import importlib
 
-    from ..environments import ArithmeticEnvironment, environment_reward
-    from ..tasks import ArithmeticTask
+    from sdpo_kit.lab.environments import ArithmeticEnvironment, environment_reward
+    from sdpo_kit.lab.tasks import ArithmeticTask
 
     if factory is None:
         task = ArithmeticTask() if task is None else task
@@ -82,7 +87,7 @@ REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
     "reward_model": (_reward_model_from_config, False),
     "environment": (_environment_from_config, False),
 }
-REWARD_BUILDERS["coverage_ce"] = REWARD_BUILDERS["supervised"]  # alias: the seed calls it "supervised"
+REWARD_BUILDERS["coverage_ce"] = REWARD_BUILDERS["supervised"]  # alias: the design notes call it "supervised"
 REWARD_TYPES = tuple(sorted(REWARD_BUILDERS))
 
 
@@ -98,7 +103,7 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
         format_and_match     answer_field="answer", format_weight=0.2
         inverse_loss         scorer="policy" | "frozen", micro_batch_size=64     (needs model, tokenizer)
         supervised           answer_field="answer", scorer, micro_batch_size     (needs model, tokenizer)
-        coverage_ce          alias of supervised (the seed's coverage-weighted CE)
+        coverage_ce          alias of supervised (the design notes' coverage-weighted CE)
         answer_likelihood    answer_field="answer", separator="\\nAnswer: ", scorer, micro_batch_size
                                                                                   (needs model, tokenizer)
         reward_model         name="tiny-lab" (built in code) | a sequence-classification model dir / hub id,

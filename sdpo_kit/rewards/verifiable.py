@@ -7,8 +7,8 @@ pays for exactly what evaluation counts.
 
 from __future__ import annotations
 
-from ..tasks import arithmetic_feedback, completion_text, is_correct
-from .core import RewardFunc
+from sdpo_kit.lab.tasks import arithmetic_feedback, completion_text, is_correct
+from sdpo_kit.rewards.core import RewardFunc
 
 
 def exact_match_reward(answer_field: str = "answer", tagged: bool = False) -> RewardFunc:

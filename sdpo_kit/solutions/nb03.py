@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..tasks import completion_text
+from sdpo_kit.lab.tasks import completion_text
 
 
 def no_empty(fn, penalty: float = -10.0):
@@ -18,5 +18,5 @@ def no_empty(fn, penalty: float = -10.0):
 # Exercise 2: the separator of the tiny lab's warm-start copy prompts (HINT_TEMPLATE), one it has seen.
 MY_SEPARATOR = "\nCorrect answer: "
 
-# Exercise 3: the seed config's KL weight; it slows the self-scored collapse, it does not stop it.
+# Exercise 3: the design notes' config's KL weight; it slows the self-scored collapse, it does not stop it.
 EX3_BETA = 0.04

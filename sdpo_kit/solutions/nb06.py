@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..tasks import is_correct
+from sdpo_kit.lab.tasks import is_correct
 
 # the copy warm start's own form (tasks.HINT_TEMPLATE's second line): the answer after "Correct answer: "
 EX2_FEEDBACK_TEMPLATE = "\nCorrect answer: {feedback_raw}"

@@ -20,11 +20,11 @@ pytest.importorskip("verl.trainer.ppo.core_algos")  # verl 0.9.1 (.venv-verl)
 from verl import DataProto  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
 
-from sdpo_kit.config import load_config  # noqa: E402
-from sdpo_kit.integrations.verl import export_verl  # noqa: E402
-from sdpo_kit.integrations.verl_config import LOSS_AGG_MODE, VerlExportError, compose  # noqa: E402
+from sdpo_kit.core.logprobs import kl_k3, masked_mean  # noqa: E402
+from sdpo_kit.deploy.verl import export_verl  # noqa: E402
+from sdpo_kit.deploy.verl_config import LOSS_AGG_MODE, VerlExportError, compose  # noqa: E402
 from sdpo_kit.losses import aggregate_loss, gae, group_advantages  # noqa: E402
-from sdpo_kit.losses.common import kl_k3, masked_mean  # noqa: E402
+from sdpo_kit.registry import load_config  # noqa: E402
 
 
 def batch(B=12, T=6, G=4, seed=0):
@@ -91,7 +91,7 @@ def verl_config(out):
 
 
 def _resolved(out):
-    from sdpo_kit.integrations.verl_config import hydra_value
+    from sdpo_kit.deploy.verl_config import hydra_value
 
     root = str(out["out_dir"].resolve())
     return {k: hydra_value(v.replace("$D", root) if isinstance(v, str) else v) for k, v in out["values"].items()}
@@ -101,7 +101,7 @@ def test_the_parquet_loads_through_rlhf_dataset_with_our_tokenizer(exported):
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
-    from sdpo_kit.tasks import make_task
+    from sdpo_kit.lab.tasks import make_task
 
     cfg, out = exported
     config = verl_config(out)
@@ -124,8 +124,8 @@ def test_verls_reward_manager_scores_a_dataproto_as_our_trainers_do(exported):
     from verl.trainer.ppo.reward import load_reward_manager
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
+    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.rewards import compute_rewards, make_reward
-    from sdpo_kit.tasks import make_task
 
     cfg, out = exported
     config = verl_config(out)

@@ -1,0 +1,13 @@
+"""The shared machinery every algorithm runs on; it never imports an algorithm folder.
+
+    logprobs.py    per-token log-probs without a (B, T, V) copy, masked reductions, KL k1 / k2 / k3
+    sampling.py    on-policy sampling (a complete GenerationConfig), prompt encoding, completion log-probs
+    scratch.py     the scaffold every scratch loop runs in: RunConfig, row sampler, optimizer and
+                   schedule, evaluation schedule, metrics sink, checkpoints and resume
+    checkpoint.py  what a checkpoint holds and how it is written and read
+    trl_base.py    what every TRL-backed trainer shares (presets, metrics callback, resume)
+    metrics.py     metric names, TRL's names for them, the metrics.jsonl sink
+    plotting.py    LivePlot and its TrainerCallback
+    config.py      the YAML run config, parsed and checked (the registry supplies the trainer classes)
+    utils.py       eval_mode, seed_everything, tolerances
+"""

@@ -1,0 +1,197 @@
+"""Metric names, TRL's names for them, and the sink every trainer writes its rows to.
+
+One naming scheme everywhere (``METRICS`` documents each key): the scratch trainers log these
+keys, the TRL path maps TRL's log names onto them (``metrics_from_trl_logs``), the live plot
+and the CLI read them. A row is a dict with ``step`` and any of these keys.
+
+``MetricsSink(output_dir, callbacks)`` keeps the rows (``history``), appends each one to
+``output_dir/metrics.jsonl`` and hands it to every callback (a ``LivePlot``, a printer...).
+
+Left out on purpose: experiment trackers (wandb, tensorboard); pass a callback that forwards rows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+# key -> what it means; trainers add algorithm-specific keys (documented in their docstrings)
+METRICS: dict[str, str] = {
+    "step": "sdpo_kit step: one sampled batch and its num_iterations optimizer passes",
+    "reward/mean": "mean total reward of the step's completions",
+    "reward/std": "std of the total reward over the step's completions",
+    "reward/<name>": "mean of one reward function (its __name__)",
+    "loss": "the loss minimised on the step's last pass (policy loss + beta * KL term)",
+    "loss/policy": "the clipped surrogate alone, without beta * KL",
+    "loss/kl": "raw k3 estimate of KL(pi || pi_ref), masked token mean (0 without a reference)",
+    "stats/clip_frac": "fraction of tokens where the clip is active (gradient zero), TRL's region ratio",
+    "stats/clip_frac_low": "fraction clipped below (ratio < 1 - epsilon, A < 0)",
+    "stats/clip_frac_high": "fraction clipped above (ratio > 1 + epsilon_high, A > 0)",
+    "stats/ratio_mean": "masked mean of pi / pi_old on the last pass",
+    "stats/frac_zero_std": "fraction of groups whose rewards are all equal (no learning signal)",
+    "stats/learning_rate": "learning rate after the step",
+    "stats/share_prompt": "1 when the step ran each prompt once for its G completions, else 0 (scratch)",
+    "completion/mean_length": "mean completion length in tokens, eos included",
+    "time/step_s": "wall seconds of the step (evaluation excluded)",
+    "eval/accuracy": "held-out greedy accuracy (step 0, every eval_every steps, the last step)",
+    # VAPOR (vapor/loop.py, vapor/trl.py); stats/ratio_mean is then the mean h
+    "vapor/preference_term": "mean P = exp(log P) over the pairs whose preference spans were found",
+    "vapor/log_preference": "mean log P = preference_beta x DPO margin vs the reference, found pairs",
+    "vapor/verifiable_ratio": "mean v = exp(mean span log-ratio to pi_old); 1 where no span",
+    "vapor/span_found_frac": "fraction of completions with a verifiable span",
+    "vapor/preference_found_frac": "fraction of pairs whose chosen and rejected spans were both found",
+    "loss/dpo": "the additive variant's DPO loss -log sigmoid(log P) (before preference_weight)",
+    # SDPO (sdpo/loop.py, sdpo/trl.py)
+    "sdpo/distill_loss": "self-distillation loss, token mean over the rows that have a teacher",
+    "sdpo/teacher_coverage": "fraction of rows with a teacher (a successful sibling or feedback)",
+    "sdpo/success_rate": "fraction of rows whose teacher got a successful sibling's answer",
+    "sdpo/success_group_frac": "fraction of groups with at least one success",
+    "sdpo/feedback_frac": "fraction of rows whose teacher prompt carries feedback",
+    "sdpo/reprompt_truncated": "fraction of teacher prompts cut to max_reprompt_len",
+    "sdpo/teacher_student_kl": "mean log pi_student - log pi_teacher on the sampled tokens, rows with a teacher",
+    # PPO (ppo/trainer.py); classic trl 0.11.4 names in PPO_CLASSIC_NAMES
+    "reward/score_raw": "mean score before score processing (scaling, normalising, clipping)",
+    "loss/value": "the clipped value loss, 0.5 x max of squared errors (before vf_coef)",
+    "loss/kd": "distillation loss T^2 KL(teacher_T || student_T), token mean (before kd_coef)",
+    "stats/kl_coef": "the KL coefficient beta used for the step's per-token rewards",
+    "stats/kl": "KL(pi || pi_ref) of the step's responses: summed over tokens, mean over responses",
+    "stats/policy_kl": "mean log pi_old - log pi over the PPO passes (early stopping reads it)",
+    "stats/approx_kl": "0.5 mean (log pi - log pi_old)^2 over the PPO passes",
+    "stats/vf_clip_frac": "fraction of tokens where the value clip is active",
+    "stats/explained_variance": "1 - var(returns - values) / var(returns): 1 a perfect critic",
+    "stats/early_stopped": "1 when the PPO epochs stopped early (policy KL > 1.5 target_kl)",
+    "stats/ppo_epochs_run": "PPO epochs run this step",
+    # logged by the TRL backend only (TRL computes them; the scratch loop does not; PPO logs entropy)
+    "reward/<name>/std": "std of one reward function (TRL only)",
+    "stats/clip_frac_low_min": "smallest per-process low clip fraction (TRL only)",
+    "stats/clip_frac_high_max": "largest per-process high clip fraction (TRL only)",
+    "stats/entropy": "mean token entropy of the policy on its completions (TRL GRPO and PPO)",
+    "stats/grad_norm": "gradient norm before clipping (TRL only)",
+    "completion/<stat>": "TRL's completion statistics: min/max/mean length, clipped ratio, ... (TRL only)",
+}
+
+# classic trl 0.11.4 PPOTrainer stat names -> ours (for readers coming from its logs)
+PPO_CLASSIC_NAMES: dict[str, str] = {
+    "env/reward_mean": "reward/mean", "env/reward_std": "reward/std", "objective/kl": "stats/kl",
+    "objective/kl_coef": "stats/kl_coef", "ppo/loss/policy": "loss/policy", "ppo/loss/value": "loss/value",
+    "ppo/loss/total": "loss", "ppo/policy/entropy": "stats/entropy", "ppo/policy/approxkl": "stats/approx_kl",
+    "ppo/policy/policykl": "stats/policy_kl", "ppo/policy/clipfrac": "stats/clip_frac",
+    "ppo/val/clipfrac": "stats/vf_clip_frac", "ppo/learning_rate": "stats/learning_rate",
+    "tokens/responses_len_mean": "completion/mean_length", "time/ppo/total": "time/step_s",
+}
+
+# ---------------------------------------------------------------------------------------
+# TRL: log names -> sdpo_kit names, and a TrainerCallback
+# ---------------------------------------------------------------------------------------
+
+# names as TRL 1.16 GRPOTrainer writes them (self._metrics[mode][...]) plus transformers'
+# Trainer (loss, grad_norm, learning_rate); see trl/trainer/grpo_trainer.py
+TRL_TO_SDPO: dict[str, str] = {
+    "reward": "reward/mean",
+    "reward_std": "reward/std",
+    "loss": "loss",
+    "policy_loss": "loss/policy",
+    "kl": "loss/kl",
+    "clip_ratio/region_mean": "stats/clip_frac",
+    "clip_ratio/low_mean": "stats/clip_frac_low",
+    "clip_ratio/high_mean": "stats/clip_frac_high",
+    "clip_ratio/low_min": "stats/clip_frac_low_min",
+    "clip_ratio/high_max": "stats/clip_frac_high_max",
+    "cispo_clip_ratio": "stats/clip_frac",  # loss_type="cispo" logs this instead of region_mean
+    "frac_reward_zero_std": "stats/frac_zero_std",
+    "entropy": "stats/entropy",
+    "grad_norm": "stats/grad_norm",
+    "learning_rate": "stats/learning_rate",
+    "step_time": "time/step_s",
+}
+_REWARD_FN = re.compile(r"^rewards/(?P<name>.+)/(?P<stat>mean|std)$")
+
+# the end-of-training summary (Trainer._finalize_training) and speed / memory metrics
+SUMMARY_KEY = re.compile(
+    r"^(train|eval|test)_(runtime|samples_per_second|steps_per_second|tokens_per_second)$"
+    r"|^total_flos$|^train_loss$|_mem_(cpu|gpu)_(alloc|peaked)_delta$"
+)
+_BOOKKEEPING = {"epoch", "num_input_tokens_seen", "step"}
+
+
+def _trl_name(key: str) -> str:
+    if key in TRL_TO_SDPO:
+        return TRL_TO_SDPO[key]
+    m = _REWARD_FN.match(key)
+    if m:  # rewards/<fn>/mean -> reward/<fn>, rewards/<fn>/std -> reward/<fn>/std
+        return f"reward/{m['name']}" + ("/std" if m["stat"] == "std" else "")
+    if key.startswith("completions/"):  # completions/mean_length -> completion/mean_length, ...
+        return "completion/" + key[len("completions/"):]
+    return key
+
+
+def metrics_from_trl_logs(logs: Mapping, step: int) -> dict:
+    """Map a TRL ``GRPOTrainer`` log dict to sdpo_kit's metric names, plus ``"step": step``.
+
+    ``reward -> reward/mean``, ``reward_std -> reward/std``, ``rewards/<fn>/mean -> reward/<fn>``,
+    ``rewards/<fn>/std -> reward/<fn>/std``, ``loss -> loss``, ``policy_loss -> loss/policy``,
+    ``kl -> loss/kl``, ``clip_ratio/{region,low,high}_mean -> stats/clip_frac{,_low,_high}``,
+    ``completions/* -> completion/*``, ``frac_reward_zero_std -> stats/frac_zero_std``,
+    ``entropy -> stats/entropy``, ``step_time -> time/step_s``; TRL's eval-mode keys
+    (``eval_<key>``) become ``eval/<mapped key>``; ``eval/accuracy`` and unknown keys pass
+    through under their own name. Values are not changed (TRL writes None for an all-NaN metric).
+    """
+    out = {}
+    for key, value in logs.items():
+        if key.startswith("eval_"):
+            out["eval/" + _trl_name(key[len("eval_"):])] = value
+        else:
+            out[_trl_name(key)] = value
+    out["step"] = step
+    return out
+
+
+def is_train_summary(logs: Mapping) -> bool:
+    """True for a log with nothing to plot: only the end-of-training summary (``train_runtime``,
+    ``train_loss``, ``total_flos``, ...), speed / memory metrics and ``epoch``."""
+    return all(SUMMARY_KEY.search(k) or k in _BOOKKEEPING for k in logs)
+
+
+
+
+def write_jsonl(path: Path, rows: Iterable[Mapping]) -> None:
+    """(Over)write ``path`` with one JSON row per line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for row in rows:
+            f.write(json.dumps(dict(row)) + "\n")
+
+
+def read_jsonl(path) -> list[dict]:
+    """The rows of a ``metrics.jsonl`` file (blank lines skipped)."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+class MetricsSink:
+    """Where every trainer's rows go: ``history``, ``output_dir/metrics.jsonl`` and callbacks.
+
+    ``start(rows=())`` (over)writes the file with the rows already logged (a resumed run's
+    history, or nothing); ``log(row)`` appends one row everywhere.
+    """
+
+    def __init__(self, output_dir=None, callbacks: Sequence[Callable] = ()):
+        self.path = Path(output_dir) / "metrics.jsonl" if output_dir else None
+        self.callbacks = list(callbacks)
+        self.history: list[dict] = []
+
+    def start(self, rows: Iterable[Mapping] = ()) -> None:
+        self.history[:] = [dict(r) for r in rows]
+        if self.path is not None:
+            write_jsonl(self.path, self.history)
+
+    def log(self, row: Mapping) -> None:
+        row = dict(row)
+        self.history.append(row)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        for cb in self.callbacks:
+            cb(row)

@@ -1,0 +1,232 @@
+"""The scaffold every scratch trainer stands on, so an algorithm file holds only its ``step()``.
+
+    RunConfig       the knobs every trainer has: steps, prompts per step, optimizer, schedule,
+                    evaluation and checkpoint cadence, seed, output_dir
+    RowSampler      shuffled passes over the train rows, seeded, with a position to resume from
+    make_optimizer  AdamW over the trainable parameters + a constant or linear-decay schedule
+    should_evaluate step 0, every ``eval_every`` steps, the last step
+    ScratchTrainer  the loop: evaluate, step, log (``metrics.MetricsSink``), checkpoint, resume
+
+A subclass implements ``step() -> dict`` (one sampled batch and its optimizer passes; it calls
+``self.next_rows()`` and ``self.optimizer_step(loss)``) and, if it keeps state of its own that a
+resumed run needs, ``extra_state()`` / ``load_extra_state(state)``.
+
+Left out on purpose: gradient accumulation, mixed precision and distributed training (the
+TRL-backed trainers have them); a scratch trainer stays one readable file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from sdpo_kit.core import checkpoint as ckpt
+from sdpo_kit.core.metrics import MetricsSink
+from sdpo_kit.core.utils import eval_mode
+
+LR_SCHEDULES = ("constant", "linear")
+
+
+@dataclass
+class RunConfig:
+    """Knobs every trainer shares (names follow TRL's where TRL has them)."""
+
+    max_steps: int = 100
+    prompts_per_step: int = 16
+    learning_rate: float = 1e-3
+    lr_scheduler_type: str = "constant"  # or "linear": decays to 0 by the last update (TRL's default)
+    max_grad_norm: float = 1.0
+    eval_every: int = 25              # 0: only at step 0 and at the end
+    save_steps: int = 0               # write output_dir/checkpoint-N every N steps; 0: never
+    save_total_limit: int | None = None  # keep only the newest N checkpoints; None: all
+    seed: int = 0
+    output_dir: str | None = None     # metrics.jsonl and checkpoints go there when set
+
+    def __post_init__(self):
+        if self.max_steps < 1 or self.prompts_per_step < 1:
+            raise ValueError("max_steps and prompts_per_step must be >= 1")
+        if self.lr_scheduler_type not in LR_SCHEDULES:
+            raise ValueError(f"lr_scheduler_type must be one of {LR_SCHEDULES}, got {self.lr_scheduler_type!r}")
+        if self.eval_every < 0 or self.save_steps < 0:
+            raise ValueError("eval_every and save_steps must be >= 0")
+        if self.save_steps and not self.output_dir:
+            raise ValueError("save_steps > 0 needs an output_dir to write checkpoints to")
+
+
+class RowSampler:
+    """``batch_size`` rows at a time from shuffled passes over ``rows`` (seeded, resumable)."""
+
+    def __init__(self, rows: Sequence[dict], batch_size: int, seed: int):
+        if not rows:
+            raise ValueError("train_rows is empty")
+        self.rows, self.batch_size = list(rows), batch_size
+        self._rng = random.Random(seed)
+        self._order: list[int] = []
+
+    def next_rows(self) -> list[dict]:
+        out = []
+        while len(out) < self.batch_size:
+            if not self._order:  # a new pass over the data
+                self._order = list(range(len(self.rows)))
+                self._rng.shuffle(self._order)
+            out.append(self.rows[self._order.pop()])
+        return out
+
+    def state_dict(self) -> dict:
+        return {"order": list(self._order), "rng": ckpt._to_lists(self._rng.getstate())}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._order = list(state["order"])
+        self._rng.setstate(ckpt._to_tuples(state["rng"]))
+
+
+def make_optimizer(model, learning_rate: float, lr_scheduler_type: str, total_updates: int):
+    """AdamW (no weight decay) over the trainable parameters, and its schedule: constant, or
+    linear decay to 0 over ``total_updates`` optimizer steps (TRL's ``linear``)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameters")
+    optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=0.0)
+    linear = lr_scheduler_type == "linear"
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda t: max(0.0, 1.0 - t / total_updates) if linear else 1.0)
+    return optimizer, scheduler
+
+
+def should_evaluate(step: int, max_steps: int, eval_every: int) -> bool:
+    """Evaluate at step 0, every ``eval_every`` steps and at the last step."""
+    return step == 0 or step == max_steps or bool(eval_every and step % eval_every == 0)
+
+
+class ScratchTrainer:
+    """The loop around a subclass's ``step()``.
+
+    Args:
+        model, tokenizer: a causal LM (a PEFT model trains its adapter) and its tokenizer.
+        train_rows: dicts with ``prompt`` and whatever columns the algorithm needs.
+        config: a ``RunConfig`` (subclass).
+        eval_fn: ``eval_fn(model) -> float``, e.g. a task's held-out greedy accuracy; run in
+            eval mode at step 0, every ``eval_every`` steps and at the end (``eval/accuracy``).
+        callbacks: callables ``cb(row)`` run after each logged row (``LivePlot``, a printer...).
+    """
+
+    @property
+    def updates_per_step(self) -> int:
+        """Optimizer steps per ``step()`` (the linear schedule's length is max_steps x this)."""
+        return 1
+
+    def __init__(self, model, tokenizer, train_rows: Sequence[dict], config: RunConfig, *,
+                 eval_fn: Callable | None = None, callbacks: Sequence[Callable] = ()):
+        self.model, self.tokenizer, self.config = model, tokenizer, config
+        self.eval_fn = eval_fn
+        self.sampler = RowSampler(train_rows, config.prompts_per_step, config.seed)
+        self.rows = self.sampler.rows
+        self.optimizer, self.scheduler = make_optimizer(
+            model, config.learning_rate, config.lr_scheduler_type, config.max_steps * self.updates_per_step)
+        self.sink = MetricsSink(config.output_dir, callbacks)
+        self.history = self.sink.history
+
+    # --- what a subclass writes ---------------------------------------------------------
+    def step(self) -> dict:
+        """One sampled batch and its optimizer passes; returns the step's metrics row."""
+        raise NotImplementedError
+
+    def extra_state(self) -> dict:
+        """JSON-friendly state of the subclass a resumed run needs (none by default)."""
+        return {}
+
+    def load_extra_state(self, state: dict) -> None:
+        pass
+
+    def save_extra_files(self, folder: Path) -> None:
+        """Write files of the subclass's own into a checkpoint folder (none by default)."""
+
+    def load_extra_files(self, folder: Path) -> None:
+        """Read them back on resume."""
+
+    # --- helpers for step() -------------------------------------------------------------
+    def next_rows(self) -> list[dict]:
+        return self.sampler.next_rows()
+
+    def optimizer_step(self, loss: torch.Tensor) -> None:
+        """backward, clip the gradient norm to ``max_grad_norm``, step, schedule, zero."""
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    @property
+    def learning_rate(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    # --- the loop -----------------------------------------------------------------------
+    def evaluate(self) -> float | None:
+        if self.eval_fn is None:
+            return None
+        with eval_mode(self.model):
+            return float(self.eval_fn(self.model))
+
+    def log(self, row: dict) -> None:
+        self.sink.log(row)
+
+    def train(self, resume_from_checkpoint: str | Path | None = None) -> list[dict]:
+        """Run to ``max_steps``; from ``resume_from_checkpoint`` (a ``checkpoint-N`` folder) the
+        run continues at step N + 1. Returns the logged rows (also ``self.history``)."""
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        start = 0
+        state = None
+        if resume_from_checkpoint is not None:
+            state = ckpt.load_checkpoint(resume_from_checkpoint, model=self.model, optimizer=self.optimizer,
+                                         scheduler=self.scheduler)
+            start = int(state["step"])
+            self._warn_on_config_change(state.get("config", {}))
+            self.sampler.load_state_dict(state["sampler"])
+            self.load_extra_state(state.get("extra", {}))
+            self.load_extra_files(Path(resume_from_checkpoint))
+        self.sink.start(state["history"] if state else ())
+        if cfg.output_dir:
+            out = Path(cfg.output_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "trainer_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2))
+        if state is not None:
+            ckpt.set_rng_state(state["rng"])  # last: nothing above may draw from them
+        elif self.eval_fn is not None:
+            self.log({"step": 0, "eval/accuracy": self.evaluate()})
+        self.model.train()
+        for step in range(start + 1, cfg.max_steps + 1):
+            t0 = time.perf_counter()
+            row = {"step": step, **self.step()}
+            row.setdefault("time/step_s", time.perf_counter() - t0)
+            if self.eval_fn is not None and should_evaluate(step, cfg.max_steps, cfg.eval_every):
+                row["eval/accuracy"] = self.evaluate()
+            self.log(row)
+            if cfg.save_steps and (step % cfg.save_steps == 0 or step == cfg.max_steps):
+                self.save_checkpoint(step)
+        return self.history
+
+    def save_checkpoint(self, step: int) -> Path:
+        """``output_dir/checkpoint-<step>/`` (see ``core.checkpoint``)."""
+        state = {"history": self.history, "sampler": self.sampler.state_dict(), "extra": self.extra_state(),
+                 "config": dataclasses.asdict(self.config)}
+        return ckpt.save_checkpoint(self.config.output_dir, step, model=self.model, optimizer=self.optimizer,
+                                    scheduler=self.scheduler, state=state, tokenizer=self.tokenizer,
+                                    total_limit=self.config.save_total_limit, write_extra=self.save_extra_files)
+
+    def _warn_on_config_change(self, saved: dict) -> None:
+        """A resumed run reproduces the first only with the same config; say what differs."""
+        harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "output_dir"}
+        now = dataclasses.asdict(self.config)
+        changed = sorted(k for k in saved if k not in harmless and k in now and saved[k] != now[k])
+        if changed:
+            warnings.warn(f"resuming with a config that differs from the checkpoint's in {changed}: "
+                          f"the run will not repeat the interrupted one", stacklevel=3)

@@ -1,0 +1,238 @@
+"""GRPO from scratch: one readable step (DeepSeekMath, arXiv:2402.03300).
+
+    for step in 1..max_steps:
+        q   <- prompts_per_step prompts from the train rows
+        o   <- G completions per prompt, sampled from pi_old = the current policy
+        r   <- sum of reward functions;  A <- group_advantages(r, G)
+        for mu = 1..num_iterations:  minimise grpo_loss(logp, old_logp, A, mask, ref_logp, beta)
+
+A step is one sampled batch and its ``num_iterations`` optimizer passes (the TRL builder
+multiplies ``max_steps`` by mu, since TRL counts passes), so one config means the same data
+and the same number of updates on both backends. The loop around ``step()`` (row sampling,
+optimizer and schedule, evaluation, metrics.jsonl, checkpoints and resume) is the shared
+scaffold, ``core.scratch.ScratchTrainer``.
+
+Metric keys it logs (one row per step, the keys ``trl_grpo`` writes too; see ``sdpo_kit.core.metrics``):
+    step, reward/mean, reward/std, reward/<func name>, loss, loss/policy, loss/kl,
+    stats/clip_frac, stats/clip_frac_low, stats/clip_frac_high, stats/ratio_mean,
+    stats/frac_zero_std, stats/learning_rate, stats/share_prompt, completion/mean_length,
+    time/step_s, and eval/accuracy at step 0, every ``eval_every`` steps and at the end.
+
+Left out on purpose: distributed training, gradient accumulation, vLLM; TRL's GRPOTrainer
+does those, see ``trl_grpo.py``. A PEFT / LoRA model trains its adapter only.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from sdpo_kit.core.sampling import SharePromptUnsupported, completion_logprobs, sample, shared_prompt_logprobs
+from sdpo_kit.core.scratch import RunConfig, ScratchTrainer
+from sdpo_kit.core.utils import eval_mode
+from sdpo_kit.grpo.loss import LOSS_TYPES, SCALE_REWARDS, group_advantages, grpo_loss
+from sdpo_kit.rewards import check_columns, compute_rewards_with_feedback, reward_name
+
+SHARE_PROMPT = (True, False, "auto")
+
+
+@dataclass
+class GRPOSettings(RunConfig):
+    """GRPO's knobs, the same on both backends (TRL's GRPOConfig names)."""
+
+    num_generations: int = 8          # G
+    num_iterations: int = 1           # mu: optimisation passes over each batch
+    temperature: float = 1.0
+    top_k: int = 0                    # 0: no top-k; with top-k / top-p the samples leave the loss's pi (as in TRL)
+    top_p: float = 1.0
+    max_completion_length: int = 8
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    beta: float = 0.0                 # k3 KL weight; > 0 keeps a frozen reference copy
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.num_generations < 2:
+            raise ValueError("num_generations must be >= 2: a group of one has no baseline")
+        if self.num_iterations < 1 or self.max_completion_length < 1 or self.temperature <= 0:
+            raise ValueError("num_iterations and max_completion_length must be >= 1, temperature > 0")
+        if self.top_k < 0 or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_k must be >= 0 and top_p in (0, 1], got {self.top_k}, {self.top_p}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
+        if self.scale_rewards not in SCALE_REWARDS:
+            raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {self.scale_rewards!r}")
+
+
+@dataclass
+class GRPOConfig(GRPOSettings):
+    """The scratch loop's config: GRPO's knobs plus how the forward runs.
+
+    ``share_prompt``: run each prompt once for its G completions (same numbers, faster).
+    ``"auto"`` checks it against the plain forward on the first batch and falls back, with a
+    warning, if this model cannot share; ``True`` fails loudly instead; ``False`` never shares.
+    """
+
+    share_prompt: bool | str = "auto"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.share_prompt not in SHARE_PROMPT:
+            raise ValueError(f"share_prompt must be one of {SHARE_PROMPT}, got {self.share_prompt!r}")
+
+
+class GRPOLoop(ScratchTrainer):
+    """The scratch GRPO trainer.
+
+    Args:
+        model, tokenizer: a causal LM and its tokenizer (chat template for chat prompts).
+        reward_funcs: TRL-signature reward functions; their sum (``reward_weights``) is the reward.
+        train_rows: dicts with ``prompt`` and the columns the rewards need (checked here).
+        config: a ``GRPOConfig``.
+        eval_fn: ``eval_fn(model) -> float`` (e.g. a task's held-out greedy accuracy), optional.
+        callbacks: callables ``cb(metrics: dict)`` run after each logged step (``LivePlot``...).
+    """
+
+    def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
+                 config: GRPOConfig | None = None, *, eval_fn: Callable | None = None,
+                 callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):
+        if not train_rows:
+            raise ValueError("train_rows is empty")
+        check_columns(train_rows[0].keys(), reward_funcs)
+        config = config or GRPOConfig()
+        super().__init__(model, tokenizer, train_rows, config, eval_fn=eval_fn, callbacks=callbacks)
+        self.reward_funcs, self.reward_weights = list(reward_funcs), reward_weights
+        self.ref_model = None
+        if config.beta != 0.0:  # frozen copy of the starting policy
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        if config.share_prompt is True and getattr(model, "is_gradient_checkpointing", False):
+            raise SharePromptUnsupported("share_prompt=True, but gradient checkpointing drops the KV cache "
+                                         "sharing needs; use share_prompt='auto' or False")
+        # "auto": checked against the plain forward on the first batch (see _logprobs)
+        self._share = config.share_prompt is True or (
+            config.share_prompt == "auto" and not getattr(model, "is_gradient_checkpointing", False))
+        self._share_checked = False
+
+    @property
+    def updates_per_step(self) -> int:
+        return self.config.num_iterations
+
+    # --- one step -----------------------------------------------------------------------
+    def rollout(self, rows: list[dict]):
+        """Sample G completions per prompt and score them: (rollout, rewards (B,), per_func (B, F))."""
+        ro = self.sample_batch(rows)
+        rewards, per_func, _ = self.score(rows, ro)
+        return ro, rewards, per_func
+
+    def sample_batch(self, rows: list[dict]):
+        """G completions per row's prompt, G rows per prompt in a row (``generation.Rollout``)."""
+        cfg = self.config
+        return sample(self.model, self.tokenizer, [r["prompt"] for r in rows], max_new_tokens=cfg.max_completion_length,
+                      temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                      num_return_sequences=cfg.num_generations)
+
+    def completions(self, ro, rows: list[dict]) -> list:
+        """The rollout's completions as the rewards get them: chat messages for chat prompts."""
+        chat = not isinstance(rows[0]["prompt"], str)
+        return [[{"role": "assistant", "content": t}] if chat else t for t in ro.texts]
+
+    def score(self, rows: list[dict], ro):
+        """(rewards (B,), per_func (B, F), feedbacks [B]) of the rollout; rewards may give feedback."""
+        G = self.config.num_generations
+        columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
+        # as TRL passes them: each completion's token ids up to and including its eos
+        columns["completion_ids"] = [ids[:n] for ids, n in zip(ro.completion_ids.tolist(),
+                                                                ro.completion_mask.sum(1).tolist())]
+        return compute_rewards_with_feedback(self.reward_funcs, [r["prompt"] for r in rows for _ in range(G)],
+                                             self.completions(ro, rows), columns, self.reward_weights)
+
+    def _logprobs(self, model, args) -> torch.Tensor:
+        """log pi(o_t | q, o_<t), (B, T); each prompt runs once for its G completions when sharing."""
+        cfg = self.config
+        if not self._share:
+            return completion_logprobs(model, *args, cfg.temperature)
+        try:
+            if not self._share_checked:  # once: the shared forward must give what the plain one gives
+                self._share_checked = True
+                self._check_shared_forward(model, args)
+            return shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)
+        except SharePromptUnsupported as e:  # a disagreement, or a forward that drops the cache
+            if cfg.share_prompt is True:
+                raise
+            warnings.warn(f"share_prompt: {e}; falling back to the plain forward", stacklevel=2)
+            self._share = False
+            return completion_logprobs(model, *args, cfg.temperature)
+
+    def _check_shared_forward(self, model, args) -> None:
+        """Raise SharePromptUnsupported if the shared-prompt forward disagrees with the plain one."""
+        cfg = self.config
+        with eval_mode(model), torch.no_grad():
+            plain = completion_logprobs(model, *args, cfg.temperature)                 # (B, T)
+            shared = shared_prompt_logprobs(model, *args, cfg.num_generations, cfg.temperature)  # (B, T)
+        m = args[3].bool()
+        tol = 1e-4 if plain.dtype == torch.float32 else 5e-2
+        if not torch.allclose(plain[m], shared[m], atol=tol, rtol=tol):
+            raise SharePromptUnsupported("the shared-prompt forward disagrees with the plain one for this model")
+
+    def step(self) -> dict:
+        cfg = self.config
+        ro, rewards, per_func = self.rollout(self.next_rows())
+        # rewards are scored on the CPU; the loss runs on the model's device (a GPU on Colab)
+        advantages = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards).to(ro.completion_mask.device)  # (B,)
+        args = (ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
+        mask = ro.completion_mask                                                       # (B, T)
+        ref_logp = None
+        if self.ref_model is not None:
+            with torch.no_grad():
+                ref_logp = self._logprobs(self.ref_model, args)                              # (B, T)
+        self.model.train()
+        old_logp = None
+        for _ in range(cfg.num_iterations):
+            logp = self._logprobs(self.model, args)                                     # (B, T)
+            if old_logp is None:
+                # the first pass runs the sampling policy itself: old_logp is this forward, detached
+                # (ratio 1, clip inactive), which saves the extra no-grad forward TRL makes for mu > 1
+                old_logp = logp.detach()                                                # (B, T)
+            loss, stats = grpo_loss(
+                logp, old_logp, advantages, mask,
+                ref_logp=ref_logp, beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
+                loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
+            )
+            self.optimizer_step(loss)
+        return {
+            **self.batch_metrics(rewards, per_func, mask),
+            "loss": loss.item(),
+            "loss/policy": stats["policy_loss"].item(),
+            "loss/kl": stats["kl"].item(),
+            "stats/clip_frac": stats["clip_frac"].item(),
+            "stats/clip_frac_low": stats["clip_frac_low"].item(),
+            "stats/clip_frac_high": stats["clip_frac_high"].item(),
+            "stats/ratio_mean": stats["ratio_mean"].item(),
+        }
+
+    def batch_metrics(self, rewards: torch.Tensor, per_func: torch.Tensor, mask: torch.Tensor) -> dict:
+        """The rows' keys about the sampled batch, whatever the loss: rewards, groups, lengths, lr."""
+        std_per_group = rewards.view(-1, self.config.num_generations).std(1)           # (B/G,)
+        return {
+            "reward/mean": rewards.mean().item(),
+            "reward/std": rewards.std().item(),
+            **{f"reward/{reward_name(f)}": per_func[:, i].mean().item() for i, f in enumerate(self.reward_funcs)},
+            "stats/frac_zero_std": (std_per_group < 1e-6).float().mean().item(),
+            "stats/learning_rate": self.learning_rate,
+            "stats/share_prompt": float(self._share),
+            "completion/mean_length": mask.sum(1).float().mean().item(),
+        }
+
+    # --- resume -------------------------------------------------------------------------
+    def extra_state(self) -> dict:
+        return {"share": self._share, "share_checked": self._share_checked}
+
+    def load_extra_state(self, state: dict) -> None:
+        self._share = bool(state.get("share", self._share))
+        self._share_checked = bool(state.get("share_checked", self._share_checked))

@@ -1,0 +1,180 @@
+"""GRPO through TRL: a thin builder around ``trl.GRPOTrainer`` (TRL 1.15 and 1.16).
+
+``build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, preset=..., ...)``
+returns a ready ``trl.GRPOTrainer``; call ``.train()`` on it (or ``trl_base.train_trl`` to
+resume with the metrics file carried over). The stock class is used, not a subclass, so
+Unsloth's patched ``GRPOTrainer`` (Colab's fast path) is the one that runs. What it adds:
+
+* presets (``trl_base.PRESETS``: ``"cpu"``, ``"t4"``, ``"auto"``) and base arguments;
+* our config names mapped to TRL's (``grpo_args``): ``prompts_per_step`` prompts x
+  ``num_generations`` completions per optimizer step, like the scratch loop; ``max_steps`` and
+  ``save_steps`` count sampled batches (x mu for TRL, which counts passes); the rest
+  (``learning_rate``, ``temperature``, ``max_completion_length``, ``beta``, ``loss_type``,
+  ``epsilon``, ``epsilon_high``, ``scale_rewards``, ``num_iterations``, ``seed``, ...) share
+  TRL's names. The learning rate is constant unless ``lr_scheduler_type`` says otherwise (TRL
+  defaults to linear decay), as in the scratch loop, so both backends match;
+* reward functions wrapped with ``rewards.checked`` (a reward that raises or returns NaN / inf
+  fails naming the function); dataset columns checked up front (``rewards.check_columns``);
+* a batch that is not a whole number of groups fails here, before TRL, naming the nearest
+  valid sizes (``trl_base.check_group_divisibility``);
+* ``trl_base.MetricsCallback``: ``output_dir/metrics.jsonl`` with the scratch loop's keys.
+
+``TRLGRPOConfig`` is the same knobs as the scratch loop's ``GRPOSettings`` plus ``preset`` and
+``trl_args`` (any other ``trl.GRPOConfig`` field); the CLI builds the trainer from it.
+
+Left out on purpose: vLLM, multi-GPU launch, TRL's own eval loop (``eval_fn`` is ours).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from sdpo_kit.core.trl_base import (
+    BASE_ARGS,
+    MetricsCallback,
+    check_group_divisibility,
+    check_trl_runs_on,
+    quiet,
+    resolve_preset,
+    split_callbacks,
+)
+from sdpo_kit.grpo.loop import GRPOSettings
+from sdpo_kit.rewards import check_columns, checked
+
+OURS_ONLY = ("prompts_per_step", "eval_every")  # config keys TRL does not know
+DEFAULT_ARGS = {"per_device_train_batch_size": 64, "num_generations": 8}
+
+
+@dataclass
+class TRLGRPOConfig(GRPOSettings):
+    """The TRL backend's config: GRPO's knobs (same names and defaults as the scratch loop),
+    the preset, and ``trl_args`` for any other ``trl.GRPOConfig`` field."""
+
+    preset: str = "auto"              # cpu | t4 | auto (t4 when CUDA is there)
+    trl_args: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        super().__post_init__()
+        resolve_preset(self.preset)  # raises on an unknown preset
+
+
+def _trl_fields(args_class=None) -> set[str]:
+    if args_class is None:
+        from trl import GRPOConfig as args_class
+
+    return {f.name for f in dataclasses.fields(args_class)}
+
+
+def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_class=None, **overrides) -> dict:
+    """GRPOConfig keyword arguments from a preset, our defaults and ``overrides``.
+
+    ``overrides`` take TRL's names and ours: ``prompts_per_step`` becomes
+    ``per_device_train_batch_size = prompts_per_step * num_generations / gradient_accumulation_steps``
+    (one optimizer step sees prompts_per_step x G completions, as in the scratch loop);
+    ``max_steps`` and ``save_steps`` count sdpo_kit steps (sampled batches; TRL counts each of
+    the mu passes); ``eval_every`` is dropped here (``MetricsCallback`` uses it). Unknown names raise.
+    ``args_class``: the TRL config class the names are checked against (default ``trl.GRPOConfig``;
+    a subclass such as ``VAPORConfig`` adds its fields).
+    """
+    unknown = set(overrides) - _trl_fields(args_class) - set(OURS_ONLY)
+    if unknown:
+        name = args_class.__name__ if args_class is not None else "trl.GRPOConfig"
+        raise ValueError(f"unknown GRPO option(s) {sorted(unknown)}: neither {name} fields "
+                         f"nor sdpo_kit names {list(OURS_ONLY)}")
+    args = {**BASE_ARGS, **DEFAULT_ARGS, **resolve_preset(preset), "output_dir": str(output_dir)}
+    overrides = {k: v for k, v in overrides.items() if v is not None or k == "epsilon_high"}
+    overrides.pop("eval_every", None)
+    prompts_per_step = overrides.pop("prompts_per_step", None)
+    args.update(overrides)
+    if prompts_per_step is not None:
+        if "per_device_train_batch_size" in overrides:
+            raise ValueError("give prompts_per_step or per_device_train_batch_size, not both")
+        total = int(prompts_per_step) * int(args["num_generations"])
+        k = int(args.get("gradient_accumulation_steps") or 1)
+        if total % k:
+            raise ValueError(f"prompts_per_step x num_generations = {total} completions cannot be split "
+                             f"into gradient_accumulation_steps={k} equal micro-batches")
+        args["per_device_train_batch_size"] = total // k
+    # one sdpo_kit step = one sampled batch and num_iterations optimizer passes over it;
+    # TRL counts each pass as a step, so the same config gets mu x as many TRL steps
+    mu = int(args.get("num_iterations") or 1)
+    if "max_steps" in overrides:
+        args["max_steps"] = int(overrides["max_steps"]) * mu
+    if overrides.get("save_steps"):
+        args.update(save_strategy="steps", save_steps=int(overrides["save_steps"]) * mu)
+    elif "save_steps" in overrides:  # 0: no checkpoints (TRL would take 0 as "every step")
+        args.pop("save_steps")
+        args["save_strategy"] = "no"
+    check_group_divisibility(args)
+    return args
+
+
+def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, preset: str = "cpu",
+                           eval_fn: Callable | None = None, output_dir="runs/trl_grpo",
+                           callbacks: Sequence = (), eval_every: int = 0, verbose: bool = True,
+                           reward_weights: Sequence[float] | None = None, trainer_class=None, args_class=None,
+                           **grpo_overrides):
+    """A ``trl.GRPOTrainer`` for ``model`` with sdpo_kit's rewards, presets and metrics file.
+
+    Args:
+        model, tokenizer: from ``models.load_policy`` (a PEFT model trains its adapter only).
+        reward_funcs: one or more TRL-signature reward functions; wrapped with ``checked``.
+        train_dataset: a ``datasets.Dataset`` or a list of row dicts with ``prompt`` and the
+            columns the rewards need.
+        preset: ``"cpu"``, ``"t4"`` or ``"auto"``.
+        eval_fn: ``eval_fn(model) -> float``, e.g. held-out greedy accuracy; logged as
+            ``eval/accuracy`` at step 0, every ``eval_every`` steps and at the end.
+        callbacks: ``TrainerCallback`` instances go to the trainer; plain callables get each
+            metrics row (the scratch loop's callback interface, e.g. a ``LivePlot``).
+        verbose: False drops transformers' progress bar / log printer.
+        trainer_class, args_class: a ``GRPOTrainer`` subclass and its config class (VAPOR's);
+            default ``trl.GRPOTrainer`` / ``trl.GRPOConfig``, looked up now.
+        grpo_overrides: ``GRPOConfig`` fields or our names (see ``grpo_args``).
+
+    The trainer's ``metrics_callback.history`` (also ``trainer.history``) holds the rows
+    written to ``metrics.jsonl``.
+    """
+    import datasets
+    from trl import GRPOConfig, GRPOTrainer  # looked up now: Unsloth may have patched trl since import
+
+    trainer_class, args_class = trainer_class or GRPOTrainer, args_class or GRPOConfig
+
+    if isinstance(train_dataset, list):
+        train_dataset = datasets.Dataset.from_list(train_dataset)
+    reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+    check_columns(train_dataset.column_names, reward_funcs)
+    args = grpo_args(preset, output_dir, args_class=args_class, **grpo_overrides)
+    check_trl_runs_on("cpu" if args.get("use_cpu") or not torch.cuda.is_available() else "cuda")
+    if reward_weights is not None:
+        args["reward_weights"] = list(reward_weights)
+    trainer_cbs, sinks = split_callbacks(callbacks)
+    metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1)
+    trainer = trainer_class(
+        model=model, reward_funcs=[checked(f) for f in reward_funcs], args=args_class(**args),
+        train_dataset=train_dataset, processing_class=tokenizer, callbacks=[metrics_cb, *trainer_cbs],
+    )
+    if not verbose:
+        quiet(trainer)
+    trainer.metrics_callback = metrics_cb
+    trainer.history = metrics_cb.history
+    return trainer
+
+
+def build_from_config(model, tokenizer, reward_funcs, train_rows, config: TRLGRPOConfig, *,
+                      eval_fn: Callable | None = None, callbacks: Sequence = (),
+                      reward_weights: Sequence[float] | None = None, verbose: bool = False,
+                      trainer_class=None, args_class=None):
+    """``build_trl_grpo_trainer`` from a ``TRLGRPOConfig`` (what the CLI and the registry call).
+    Every field of the config except ``preset`` and ``trl_args`` is a TRL argument (ours mapped)."""
+    knobs = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in ("preset", "trl_args")}
+    output_dir = knobs.pop("output_dir") or "runs/trl_grpo"
+    eval_every = knobs.pop("eval_every")
+    return build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_rows, preset=config.preset,
+                                  eval_fn=eval_fn, output_dir=output_dir, callbacks=callbacks,
+                                  eval_every=eval_every, verbose=verbose, reward_weights=reward_weights,
+                                  trainer_class=trainer_class, args_class=args_class,
+                                  **{**knobs, **config.trl_args})

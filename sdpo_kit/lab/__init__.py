@@ -1,0 +1,9 @@
+"""The offline tiny lab: everything a CPU needs to run the notebooks with no download.
+
+    model.py         the character tokenizer, the tiny Llama, its cached SFT warm start, and
+                     ``lab_config_for`` (the warm-start recipe that follows a run's task)
+    tasks.py         the Task protocol and the synthetic verifiable tasks (arithmetic, tagged
+                     answers), split into train and held-out problems by what makes two prompts the
+                     same problem
+    environments.py  the Environment protocol (a step returns score and feedback), ArithmeticEnvironment
+"""

@@ -1,0 +1,246 @@
+"""The offline tiny lab: a character-level tokenizer, a tiny Llama and its warm start.
+
+Everything here is built in code, so CI and a laptop without a hub can run every notebook.
+
+* ``build_tokenizer()``: one token per printable ASCII character plus newline and the chat
+  specials ``<|im_start|>`` / ``<|im_end|>``; ``<|im_end|>`` ends a turn and is the eos that
+  generation stops on. Any English text (SDPO reprompts, VAPOR tags) tokenizes with no
+  unknown token.
+* ``build_model()``: a ``LlamaForCausalLM`` of about 0.2M parameters (a Llama config, not
+  Qwen2: ``AutoTokenizer`` would force Qwen2Tokenizer on reload and drop spaces).
+* ``warm_start()``: a short, deterministic SFT, cached on disk, on the task plus examples that
+  copy a solution shown in the prompt (``tasks.HINT_TEMPLATE``; the skill SDPO's reprompted
+  teacher relies on), stopped early so held-out greedy accuracy stays in the middle and RL has
+  room to show. ``LabConfig.copy_steps`` adds a copy-only phase (see its comment).
+
+Left out on purpose: BPE (a character vocabulary keeps the model tiny and every string
+covered) and any download.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import string
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+IM_START, IM_END, PAD, UNK = "<|im_start|>", "<|im_end|>", "<pad>", "<unk>"
+SPECIAL_TOKENS = [PAD, UNK, IM_START, IM_END]
+CHARS = [c for c in string.printable if c not in "\t\r\x0b\x0c"]  # printable ASCII + "\n"
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def build_tokenizer():
+    """Character-level ``PreTrainedTokenizerFast`` with a chat template; eos = ``<|im_end|>``."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + CHARS)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token=PAD,
+        unk_token=UNK,
+        eos_token=IM_END,
+        additional_special_tokens=[IM_START],
+        chat_template=CHAT_TEMPLATE,
+        clean_up_tokenization_spaces=False,
+        model_max_length=256,
+    )
+    tok.padding_side = "left"
+    return tok
+
+
+@dataclass
+class LabConfig:
+    """Sizes of the tiny model and its warm start (all CPU-friendly)."""
+
+    hidden_size: int = 64
+    intermediate_size: int = 192
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    max_position_embeddings: int = 128
+    # warm start
+    task: str = "arithmetic"
+    digits: int = 1
+    terms: int = 3
+    n_eval: int = 200
+    sft_steps: int = 180        # the task (with copy_fraction hinted rows), stopped early: held-out acc mid-way
+    # an optional copy-only phase (hinted prompts only). measured (benchmarks/bench_lab.py): 300 steps
+    # first lift copy accuracy from ~0.1 to ~1.0 but weaken the GRPO demo's lift, so it is off by
+    # default; the SDPO track, whose teacher copies a sibling's solution, turns it on.
+    copy_steps: int = 0
+    copy_first: bool = True     # the copy phase before (True) or after (False) the task phase
+    copy_lr: float = 3e-3
+    sft_batch_size: int = 64
+    sft_lr: float = 3e-3
+    copy_fraction: float = 0.3
+    seed: int = 0
+    version: int = 2  # bump when the recipe changes, so stale caches are not reused
+
+    def key(self) -> str:
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def build_model(tokenizer, cfg: LabConfig | None = None, seed: int = 0):
+    """A freshly initialised tiny ``LlamaForCausalLM`` (float32, CPU)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = cfg or LabConfig()
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.num_attention_heads,
+        num_key_value_heads=cfg.num_attention_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = None
+    return model
+
+
+def cache_dir() -> Path:
+    """Where warm starts are cached: ``$SDPO_KIT_CACHE`` or ``~/.cache/sdpo_kit``."""
+    root = os.environ.get("SDPO_KIT_CACHE") or Path.home() / ".cache" / "sdpo_kit"
+    return Path(root)
+
+
+def tokenize_sft(tokenizer, rows, device=None):
+    """Right-padded (input_ids, labels, attention_mask), labels -100 outside the completion."""
+    from sdpo_kit.core.sampling import render_prompts
+
+    prompts = render_prompts(tokenizer, [r["prompt"] for r in rows])
+    seqs, labels = [], []
+    for p, r in zip(prompts, rows):
+        p_ids = tokenizer(p, add_special_tokens=False)["input_ids"]
+        c_ids = tokenizer(r["completion"], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        seqs.append(p_ids + c_ids)
+        labels.append([-100] * len(p_ids) + c_ids)
+    L = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), L), tokenizer.pad_token_id, dtype=torch.long)      # (N, L)
+    lab = torch.full((len(seqs), L), -100, dtype=torch.long)                        # (N, L)
+    att = torch.zeros((len(seqs), L), dtype=torch.long)                             # (N, L)
+    for i, (s, lab_i) in enumerate(zip(seqs, labels)):
+        ids[i, : len(s)] = torch.tensor(s)
+        lab[i, : len(lab_i)] = torch.tensor(lab_i)
+        att[i, : len(s)] = 1
+    if device is not None:
+        ids, lab, att = ids.to(device), lab.to(device), att.to(device)
+    return ids, lab, att
+
+
+def sft(model, tokenizer, rows, *, steps: int, batch_size: int, lr: float, seed: int = 0,
+        log_every: int = 0) -> list[float]:
+    """Plain supervised fine-tuning on (prompt, completion) rows; returns the loss curve."""
+    g = torch.Generator().manual_seed(seed)
+    ids, lab, att = tokenize_sft(tokenizer, rows, next(model.parameters()).device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.1, 1 - s / steps))
+    model.train()
+    losses = []
+    for step in range(steps):
+        idx = torch.randint(0, ids.size(0), (batch_size,), generator=g)            # (b,)
+        out = model(input_ids=ids[idx], attention_mask=att[idx], labels=lab[idx])
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(out.loss.item())
+        if log_every and (step + 1) % log_every == 0:
+            print(f"sft step {step + 1}/{steps} loss {sum(losses[-log_every:]) / log_every:.3f}", flush=True)
+    model.eval()
+    return losses
+
+
+def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bool = True):
+    """The warm-started tiny model and tokenizer, trained once and cached on disk.
+
+    Deterministic for a given ``LabConfig`` (seeded init, seeded batches, one thread).
+    Returns ``(model, tokenizer)`` in eval mode.
+    """
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from sdpo_kit.lab.tasks import make_task
+
+    cfg = cfg or LabConfig()
+    path = cache_dir() / f"tiny-lab-{cfg.key()}"
+    if (path / "model.safetensors").exists() and not force:
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # a 0.1M-parameter load needs no progress bar
+        try:
+            model = LlamaForCausalLM.from_pretrained(path, use_safetensors=True)
+            tok = AutoTokenizer.from_pretrained(path)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
+        return model.eval(), tok
+
+    t0 = time.time()
+    tok = build_tokenizer()
+    model = build_model(tok, cfg, seed=cfg.seed)
+    task = make_task(cfg.task, digits=cfg.digits, terms=cfg.terms, n_eval=cfg.n_eval, seed=cfg.seed)
+    train_rows, _ = task.splits()
+    # phase 1 rows: only the hinted prompts (half carry a random number, so copying is what pays)
+    copy_rows = [r for r in task.sft_rows(train_rows, copy_fraction=1.0, seed=cfg.seed + 1) if r["kind"] == "copy"]
+    rows = task.sft_rows(train_rows, copy_fraction=cfg.copy_fraction, seed=cfg.seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # bitwise-repeatable warm start whatever the core count
+    try:
+        log = 100 if verbose else 0
+        phases = [(copy_rows, cfg.copy_steps, cfg.copy_lr, cfg.seed + 1), (rows, cfg.sft_steps, cfg.sft_lr, cfg.seed)]
+        for phase_rows, steps, lr, seed in (phases if cfg.copy_first else phases[::-1]):
+            if steps:
+                sft(model, tok, phase_rows, steps=steps, batch_size=cfg.sft_batch_size, lr=lr, seed=seed, log_every=log)
+    finally:
+        torch.set_num_threads(threads)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)  # safetensors is the default and the only format we load
+    tok.save_pretrained(tmp)
+    (tmp / "lab_config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    try:  # atomic publish; a concurrent process may have won the race
+        tmp.replace(path)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if verbose:
+        print(f"tiny-lab warm start: {time.time() - t0:.1f}s, cached at {path}", flush=True)
+    return warm_start(cfg, verbose=False)
+
+
+def lab_config_for(cfg, task) -> dict | None:
+    """The warm-start recipe (``LabConfig`` overrides) for a run config ``cfg`` training ``task``;
+    ``None`` unless the model is the tiny lab. The warm start follows the task (cached per recipe)."""
+    if cfg.model.name != "tiny-lab":
+        return None
+    lab = {"task": cfg.task["name"], "digits": getattr(task, "digits", 1), "terms": getattr(task, "terms", 3),
+           **cfg.model.lab}
+    if getattr(task, "n_eval", 200) > lab.get("n_eval", 200) or getattr(task, "seed", 0) != lab.get("seed", 0):
+        print("warning: task.n_eval / task.seed differ from the warm start's; held-out problems "
+              "may have been seen in its SFT (set model.lab.n_eval / model.lab.seed to match)")
+    return lab

@@ -1,0 +1,307 @@
+"""Synthetic verifiable tasks, generated in code (no downloads), and the ``Task`` protocol.
+
+A task makes chat rows ``{"prompt": [{"role": "user", "content": ...}], "answer": "..."}``,
+splits them into train / held-out without overlap, scores completions with a verifiable
+reward and measures greedy accuracy of a model on a split. Every task implements ``Task``:
+
+    name, answer_column                the rows' answer column (``"answer"``)
+    splits() -> (train_rows, heldout_rows)
+    reward(prompts, completions, **columns) -> list[float]     TRL's reward signature
+    is_correct(completion, answer) -> bool                     the one correctness rule
+    evaluate(model, tokenizer, rows=None) -> float             greedy accuracy (held-out by default)
+
+One ``is_correct`` decides both the exact-match reward and held-out accuracy, so a completion
+the reward pays for is one evaluation counts: ``answers_match`` forgives surrounding spaces,
+a trailing ``.`` and thousands commas (``"9."`` and ``"1,000"`` are right) on both sides.
+
+Difficulty knobs (``digits``, ``terms``) let the same task serve the tiny CPU model
+(1-digit, 3 terms) and a 0.5B model on a T4 (3-digit, 4 terms, say).
+
+Left out on purpose: multi-turn environments and natural-language word problems; later
+tracks (SDPO feedback, verl) add what they need on top of ``Task``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import torch
+
+ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+# the reprompt used by the warm start's copy examples and, later, by SDPO's teacher:
+# the question followed by a solution that worked. plain ASCII so the tiny tokenizer covers it.
+HINT_TEMPLATE = "{question}\nCorrect answer: {solution}"
+# large spaces (3 digits x 4 terms = 10^12 problems) are sampled, not enumerated: cap the default
+DEFAULT_MAX_TRAIN = 20_000
+
+
+def completion_text(completion) -> str:
+    """Text of a completion in either TRL format: a string or a list of chat messages."""
+    if completion is None:
+        return ""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    if isinstance(completion, (list, tuple)):
+        return "".join(completion_text(m) for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+def prompt_text(prompt) -> str:
+    """The last user message of a chat prompt, or the prompt itself when it is a string."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
+    return users[-1] if users else completion_text(prompt)
+
+
+def extract_answer(text: str, tagged: bool) -> str | None:
+    """The answer a completion gives, or None when it gives none.
+
+    Tagged: the content of the first ``<answer>...</answer>``. Plain: the text up to the
+    first newline, stripped. Never raises.
+    """
+    text = completion_text(text)
+    if tagged:
+        m = ANSWER_RE.search(text)
+        return m.group(1).strip() if m else None
+    ans = text.strip().split("\n", 1)[0].strip() if text.strip() else ""
+    return ans or None
+
+
+def normalise_answer(text: str) -> str:
+    """``" 1,000. "`` -> ``"1000"``: strip spaces, one trailing ``.`` and thousands commas."""
+    return str(text).strip().rstrip(".").replace(",", "").strip()
+
+
+def answers_match(got: str | None, answer) -> bool:
+    """True when an extracted answer equals the reference after ``normalise_answer``; None never matches."""
+    return got is not None and normalise_answer(got) != "" and normalise_answer(got) == normalise_answer(answer)
+
+
+def is_correct(completion, answer, tagged: bool = False) -> bool:
+    """The correctness rule shared by the exact-match reward and held-out evaluation."""
+    return answers_match(extract_answer(completion, tagged), answer)
+
+
+def arithmetic_feedback(completion, answer, tagged: bool = False) -> str:
+    """Feedback on a sum: "" when right; else whether the answer is missing, not a number, too
+    large or too small ("Your answer 12 is too large; the sum is smaller.")."""
+    if is_correct(completion, answer, tagged):
+        return ""
+    got = extract_answer(completion, tagged)
+    if got is None:
+        return ("Your reply has no <answer>...</answer> with a number in it." if tagged
+                else "Your reply is empty; write the sum as a number.")
+    try:
+        value, target = int(normalise_answer(got)), int(normalise_answer(answer))
+    except ValueError:
+        return f"Your answer {got!r} is not a whole number."
+    side = "too large; the sum is smaller" if value > target else "too small; the sum is larger"
+    return f"Your answer {value} is {side}."
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the trainers, the CLI and the evaluators need from a task (see the module docstring)."""
+
+    name: str
+    answer_column: str
+
+    def splits(self) -> tuple[list[dict], list[dict]]: ...
+
+    def reward(self, prompts, completions, **columns) -> list[float]: ...
+
+    def is_correct(self, completion, answer) -> bool: ...
+
+    def evaluate(self, model, tokenizer, rows: list[dict] | None = None) -> float: ...
+
+
+@torch.no_grad()
+def greedy_accuracy(task: Task, model, tokenizer, rows: list[dict], *, max_new_tokens: int,
+                    batch_size: int = 256) -> float:
+    """Fraction of ``rows`` whose greedy completion ``task.is_correct`` accepts (batched)."""
+    if not rows:
+        raise ValueError("evaluate() got no rows")
+    from sdpo_kit.core.sampling import generate_completions
+
+    correct = 0
+    for i in range(0, len(rows), batch_size):
+        chunk = rows[i : i + batch_size]
+        texts = generate_completions(model, tokenizer, [r["prompt"] for r in chunk],
+                                     max_new_tokens=max_new_tokens, do_sample=False)
+        correct += sum(task.is_correct(t, r[task.answer_column]) for t, r in zip(texts, chunk))
+    return correct / len(rows)
+
+
+@dataclass
+class ArithmeticTask:
+    """Sum of ``terms`` non-negative integers of at most ``digits`` digits each.
+
+    Prompt ``"3+5+1="`` (plain) or ``"3+5+1= <answer>"`` (tagged), answer ``"9"``.
+    With ``tagged=True`` the completion must be ``<answer>9</answer>``.
+    """
+
+    digits: int = 1
+    terms: int = 3
+    tagged: bool = False
+    n_eval: int = 200
+    n_train: int | None = None  # None: every problem not held out, at most DEFAULT_MAX_TRAIN
+    seed: int = 0
+    name: str = field(init=False, default="arithmetic")
+    answer_column: str = field(init=False, default="answer")
+
+    def __post_init__(self):
+        if self.digits < 1 or self.terms < 1:
+            raise ValueError(f"digits and terms must be >= 1, got {self.digits}, {self.terms}")
+
+    # --- rows ---------------------------------------------------------------------------
+    def question(self, operands) -> str:
+        q = "+".join(str(x) for x in operands) + "="
+        return q + " <answer>" if self.tagged else q
+
+    def format_answer(self, answer: str) -> str:
+        """The completion a perfect model writes for ``answer``."""
+        return f"<answer>{answer}</answer>" if self.tagged else answer
+
+    def row(self, operands) -> dict:
+        return {
+            "prompt": [{"role": "user", "content": self.question(operands)}],
+            "answer": str(sum(operands)),
+        }
+
+    def _problems(self, rng: random.Random, n: int) -> list[tuple[int, ...]]:
+        hi = 10**self.digits
+        space = hi**self.terms
+        if space <= 200_000:  # enumerate and shuffle: an exact, overlap-free split
+            all_ops = list(itertools.product(range(hi), repeat=self.terms))
+            rng.shuffle(all_ops)
+            return all_ops[:n] if n < len(all_ops) else all_ops
+        seen, out = set(), []
+        while len(out) < n:
+            ops = tuple(rng.randrange(hi) for _ in range(self.terms))
+            if ops not in seen:
+                seen.add(ops)
+                out.append(ops)
+        return out
+
+    def splits(self) -> tuple[list[dict], list[dict]]:
+        """(train_rows, heldout_rows), disjoint by question, deterministic in ``seed``."""
+        rng = random.Random(self.seed)
+        space = (10**self.digits) ** self.terms
+        n_train = self.n_train if self.n_train is not None else min(space - self.n_eval, DEFAULT_MAX_TRAIN)
+        if n_train < 0 or self.n_eval < 1:
+            raise ValueError(f"n_eval must be >= 1 and n_train >= 0, got {self.n_eval}, {n_train}")
+        want = min(space, self.n_eval + n_train)
+        if want <= self.n_eval:
+            raise ValueError(
+                f"task space has {space} problems; n_eval={self.n_eval} leaves none to train on"
+            )
+        problems = self._problems(rng, want)
+        heldout, train = problems[: self.n_eval], problems[self.n_eval :]
+        return [self.row(p) for p in train], [self.row(p) for p in heldout]
+
+    # --- scoring ------------------------------------------------------------------------
+    def is_correct(self, completion, answer: str) -> bool:
+        """``tasks.is_correct`` with this task's format (tagged or plain)."""
+        return is_correct(completion, answer, self.tagged)
+
+    def reward(self, prompts, completions, answer, **kwargs) -> list[float]:
+        """TRL reward signature: 1.0 for the right answer, else 0.0 (``is_correct``)."""
+        return [float(self.is_correct(c, a)) for c, a in zip(completions, answer)]
+
+    def feedback(self, completion, answer) -> str:
+        """What a checker would tell a wrong answer (SDPO's feedback); "" for a right one."""
+        return arithmetic_feedback(completion, answer, self.tagged)
+
+    # --- warm-start rows ----------------------------------------------------------------
+    def sft_rows(self, rows: list[dict], copy_fraction: float = 0.3, seed: int = 0) -> list[dict]:
+        """(prompt, completion) pairs for the warm start.
+
+        Besides plain question -> answer, a ``copy_fraction`` of rows show a solution in the
+        prompt (``HINT_TEMPLATE``) that the model learns to copy: the skill SDPO's reprompted
+        teacher relies on. Half of those hints carry a random number instead of the sum, so
+        copying the context, not recalling the sum, is what the loss rewards.
+        """
+        rng = random.Random(seed)
+        out = []
+        for r in rows:
+            q = r["prompt"][-1]["content"]
+            out.append({"prompt": r["prompt"], "completion": self.format_answer(r["answer"]), "kind": "task"})
+            if rng.random() < copy_fraction:
+                sol = r["answer"] if rng.random() < 0.5 else str(rng.randrange(10 ** (self.digits + 1)))
+                hinted = HINT_TEMPLATE.format(question=q, solution=self.format_answer(sol))
+                out.append({"prompt": [{"role": "user", "content": hinted}],
+                            "completion": self.format_answer(sol), "kind": "copy"})
+        return out
+
+    # --- evaluation ---------------------------------------------------------------------
+    def evaluate(self, model, tokenizer, rows: list[dict] | None = None, batch_size: int = 256,
+                 max_new_tokens: int | None = None) -> float:
+        """Greedy accuracy of ``model`` on ``rows`` (default: the held-out split), in [0, 1]."""
+        rows = self.splits()[1] if rows is None else rows
+        if max_new_tokens is None:
+            max_new_tokens = self.max_completion_tokens()
+        return greedy_accuracy(self, model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=batch_size)
+
+    def max_completion_tokens(self) -> int:
+        """Enough new tokens for a perfect answer plus slack (character-level tokens)."""
+        n = len(str(self.terms * (10**self.digits - 1)))
+        return n + (len("<answer></answer>") if self.tagged else 0) + 2
+
+
+PREFERENCE_COLUMNS = ("chosen", "rejected")
+
+
+def check_preference_rows(rows: list[dict], columns=PREFERENCE_COLUMNS) -> None:
+    """ValueError naming the row and the column when a preference row lacks ``chosen`` /
+    ``rejected`` or holds something that is not a non-empty string."""
+    for i, row in enumerate(rows):
+        for col in columns:
+            if col not in row:
+                raise ValueError(f"row {i}: column {col!r} is missing (a preference row needs {list(columns)})")
+            if not isinstance(row[col], str) or not row[col]:
+                raise ValueError(f"row {i}: column {col!r} must be a non-empty string, got {row[col]!r}")
+
+
+@dataclass
+class VaporArithmeticTask(ArithmeticTask):
+    """The tagged arithmetic task with one preference pair per prompt (VAPOR's data).
+
+    Rows add ``chosen`` (the well-formed completion with the right answer, ``<answer>9</answer>``)
+    and ``rejected`` (the same form with a near miss: the sum off by 1 or 2, as a model that
+    drops a carry writes). The near miss is drawn from ``seed`` and the question, so rows are
+    the same in every run."""
+
+    tagged: bool = True
+    name: str = field(init=False, default="vapor_arithmetic")
+
+    def row(self, operands) -> dict:
+        row = super().row(operands)
+        rng = random.Random(f"{self.seed}:{tuple(operands)}")
+        answer = int(row["answer"])
+        wrong = answer + rng.choice([d for d in (-2, -1, 1, 2) if answer + d >= 0])
+        return {**row, "chosen": self.format_answer(str(answer)), "rejected": self.format_answer(str(wrong))}
+
+
+# name -> factory; a new task registers here (one line)
+TASKS = {
+    "arithmetic": ArithmeticTask,
+    "tagged_arithmetic": functools.partial(ArithmeticTask, tagged=True),
+    "vapor_arithmetic": VaporArithmeticTask,
+}
+TASKS["tagged"] = TASKS["tagged_arithmetic"]  # short alias
+
+
+def make_task(name: str = "arithmetic", **kwargs) -> Task:
+    """Task factory used by configs: a name from ``TASKS`` and its keyword arguments."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+    return TASKS[name](**kwargs)

@@ -1,0 +1,7 @@
+"""Teacher-student PPO with a critic (notebook 07; = trl 0.11.4).
+
+    loss.py        GAE, the PPO loss, KL controllers, score scaling, Hinton's KD (pure math)
+    value_head.py  PolicyWithValueHead: a scalar value head on the policy's trunk
+    config.py      TeacherStudentPPOConfig
+    trainer.py     TeacherStudentPPOTrainer on the shared scratch scaffold
+"""

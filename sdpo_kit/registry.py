@@ -1,0 +1,122 @@
+"""Which trainer runs a config: a registry keyed by ``(algorithm, backend)``.
+
+Each entry names the trainer's own config dataclass (the YAML ``trainer:`` section is checked
+against it, key by key) and how to build and run it:
+
+    build(model, tokenizer, reward_funcs, train_rows, config, *, eval_fn, callbacks,
+          reward_weights) -> trainer
+    run(trainer, resume_from_checkpoint) -> list of metric rows
+
+Entries are ``"module:attribute"`` strings, imported on first use, so looking up the scratch
+trainer never imports TRL. The registrations at the bottom of this file are the whole list:
+adding an algorithm is one ``register`` call there.
+
+``load_config`` / ``config_from_dict`` read a YAML run config and check its ``trainer:`` section
+against the registered trainer's dataclass (``core.config`` does the parsing and knows no trainer).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sdpo_kit.core.config import Config, ConfigError, parse_config, read_config_file
+
+
+def _resolve(target):
+    """An object, or ``"package.module:attribute"`` imported now."""
+    if not isinstance(target, str):
+        return target
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def run_scratch(trainer, resume_from_checkpoint=None) -> list[dict]:
+    """How a scratch trainer runs: ``trainer.train(resume_from_checkpoint=...)`` returns its rows."""
+    return trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+
+
+@dataclass(frozen=True)
+class TrainerEntry:
+    algorithm: str
+    backend: str
+    config: str | type          # the trainer's config dataclass
+    build: str | Callable        # build(model, tokenizer, reward_funcs, train_rows, config, **kw)
+    run: str | Callable = run_scratch
+
+    @property
+    def config_class(self) -> type:
+        return _resolve(self.config)
+
+    def build_trainer(self, *args, **kwargs):
+        return _resolve(self.build)(*args, **kwargs)
+
+    def run_trainer(self, trainer, resume_from_checkpoint=None) -> list[dict]:
+        return _resolve(self.run)(trainer, resume_from_checkpoint)
+
+
+TRAINERS: dict[tuple[str, str], TrainerEntry] = {}
+
+
+def register(algorithm: str, backend: str, *, config, build, run=run_scratch) -> TrainerEntry:
+    """Register (or replace) the trainer for ``(algorithm, backend)``."""
+    entry = TrainerEntry(algorithm, backend, config, build, run)
+    TRAINERS[(algorithm, backend)] = entry
+    return entry
+
+
+def get_trainer(algorithm: str, backend: str) -> TrainerEntry:
+    """The entry for ``(algorithm, backend)``; ValueError listing what is registered."""
+    try:
+        return TRAINERS[(algorithm, backend)]
+    except KeyError:
+        known = ", ".join(f"{a}/{b}" for a, b in sorted(TRAINERS))
+        raise ValueError(f"no trainer for algorithm={algorithm!r}, backend={backend!r}; "
+                         f"registered: {known}") from None
+
+
+def algorithms() -> list[str]:
+    return sorted({a for a, _ in TRAINERS})
+
+
+def backends(algorithm: str | None = None) -> list[str]:
+    return sorted({b for a, b in TRAINERS if algorithm is None or a == algorithm})
+
+
+def trainer_config_class(algorithm: str, backend: str) -> type:
+    """The config dataclass that ``(algorithm, backend)`` registers (ValueError if none)."""
+    return get_trainer(algorithm, backend).config_class
+
+
+def config_from_dict(data: dict | None, overrides: dict | None = None) -> Config:
+    """Build and check a ``Config`` from a dict; ``overrides`` maps dotted keys to values
+    (``{"trainer.max_steps": 3, "backend": "trl"}``)."""
+    from sdpo_kit.lab.tasks import TASKS
+
+    return parse_config(data, overrides, trainer_config=trainer_config_class, tasks=TASKS)
+
+
+def load_config(path, overrides: dict | None = None) -> Config:
+    """Read a YAML run config (``yaml.safe_load``) into a checked ``Config``."""
+    data = read_config_file(path)
+    try:
+        return config_from_dict(data, overrides)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+
+
+# the whole list: (algorithm, backend) -> the trainer's config class, its builder and its runner
+register("grpo", "scratch", config="sdpo_kit.grpo.loop:GRPOConfig", build="sdpo_kit.grpo.loop:GRPOLoop")
+register("grpo", "trl", config="sdpo_kit.grpo.trl:TRLGRPOConfig",
+         build="sdpo_kit.grpo.trl:build_from_config", run="sdpo_kit.core.trl_base:train_trl")
+register("vapor", "scratch", config="sdpo_kit.vapor.loop:VAPORLoopConfig",
+         build="sdpo_kit.vapor.loop:VAPORLoop")
+register("vapor", "trl", config="sdpo_kit.vapor.trl:TRLVAPORConfig",
+         build="sdpo_kit.vapor.trl:build_vapor_from_config", run="sdpo_kit.core.trl_base:train_trl")
+register("sdpo", "scratch", config="sdpo_kit.sdpo.loop:SDPOLoopConfig",
+         build="sdpo_kit.sdpo.loop:SDPOLoop")
+register("sdpo", "trl", config="sdpo_kit.sdpo.trl:TRLSDPOConfig",
+         build="sdpo_kit.sdpo.trl:build_sdpo_from_config", run="sdpo_kit.core.trl_base:train_trl")
+register("ppo", "scratch", config="sdpo_kit.ppo.config:TeacherStudentPPOConfig",
+         build="sdpo_kit.ppo.trainer:build_ppo_from_config")

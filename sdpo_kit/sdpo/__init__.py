@@ -1,0 +1,9 @@
+"""SDPO: self-distillation from the policy shown more context (notebooks 05 and 06).
+
+    loss.py       ``sdpo_loss`` (= trl.experimental.sdpo), ``generalized_jsd`` (pure math)
+    reprompt.py   the teacher's prompts: a sibling's success and / or feedback (= TRL's builder)
+    teacher.py    the live / base / EMA teacher, held in the reference slot
+    loop.py       SDPO from scratch (SDPOFields, SDPOLoopConfig, SDPOLoop)
+    trl.py        SDPO on TRL (SDPOConfig(trl.GRPOConfig), SDPOTrainer(trl.GRPOTrainer))
+    test_time.py  test-time self-distillation, best-of-N, optional test-time training
+"""

@@ -1,0 +1,226 @@
+"""SDPO from scratch: GRPO's loop with self-distillation from a reprompted teacher in its step.
+
+    for step in 1..max_steps:
+        q  <- prompts;  o <- G completions each;  r, feedback <- rewards (floats or {score, feedback})
+        teacher prompt <- q + the first successful sibling's completion and / or the feedback
+                          (reprompt.build_teacher_prompts; mask 0 where neither exists)
+        for mu = 1..num_iterations:
+            s <- student logits on (q, o);  t <- teacher logits on (teacher prompt, o), no grad
+            minimise  w * sdpo_loss(s, t, o, mask)  [+ (1 - w) * GRPO's clipped surrogate]
+            teacher EMA update every teacher_sync_steps optimizer steps (sdpo.teacher.Teacher)
+
+Field names and defaults follow ``trl.experimental.sdpo.SDPOConfig`` (``SDPOFields``); ``beta``
+is forced to 0 (SDPO has no KL-to-reference term; the teacher takes the reference slot).
+
+Metric keys (besides GRPO's batch keys): sdpo/distill_loss, sdpo/teacher_coverage (fraction of
+rows with a teacher), sdpo/success_rate, sdpo/success_group_frac, sdpo/feedback_frac,
+sdpo/reprompt_truncated, sdpo/teacher_student_kl (mean log s - log t on the sampled tokens under
+the mask), loss/policy (the GRPO term when distillation_weight < 1).
+
+Left out on purpose: the teacher server (TRL's vLLM ``live`` teacher) and distributed gathering.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from sdpo_kit.core.logprobs import token_logprobs
+from sdpo_kit.core.sampling import completion_logits, encode_prompts
+from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.loss import LOSS_TYPES, group_advantages, grpo_loss
+from sdpo_kit.sdpo.loss import SDPO_MODES, sdpo_loss
+from sdpo_kit.sdpo.reprompt import (
+    FEEDBACK_TEMPLATE,
+    REPROMPT_TEMPLATE,
+    SOLUTION_TEMPLATE,
+    render_teacher_prompts,
+    select_teachers,
+)
+from sdpo_kit.sdpo.teacher import TEACHER_KINDS, Teacher
+
+COVERAGE_WARN_STEPS = 10  # steps in a row without any teacher before saying so (TRL's diagnostics interval)
+
+
+@dataclass
+class SDPOFields:
+    """SDPO's knobs (TRL's SDPOConfig names and defaults) plus ``distillation_micro_batch_size``."""
+
+    distillation_mode: str = "sampled_token"     # sampled_token | topk_logits | full_logits
+    distillation_topk: int | None = None
+    distillation_alpha: float = 1.0              # 0: KL(teacher || student), 1: KL(student || teacher)
+    distillation_add_tail: bool = False
+    distillation_is_clip: float | None = 2.0
+    distillation_weight: float = 1.0             # 1: pure distillation; else (1 - w) GRPO + w SDPO
+    distillation_micro_batch_size: int | None = None  # rows per teacher forward (the longer one); None: all
+    teacher_model_kind: str = "ema"              # live | base | ema
+    teacher_update_rate: float = 0.05
+    teacher_sync_steps: int = 1
+    use_successful_as_teacher: bool = True
+    success_reward_threshold: float = 1.0
+    dont_reprompt_on_self_success: bool = True
+    max_reprompt_len: int = 10240
+    reprompt_template: str = REPROMPT_TEMPLATE
+    solution_template: str = SOLUTION_TEMPLATE
+    feedback_template: str = FEEDBACK_TEMPLATE
+    include_environment_feedback: bool = False
+    environment_feedback_only_without_solution: bool = False
+    remove_thinking_from_demonstration: bool = False
+
+    def __post_init__(self):
+        if getattr(self, "beta", 0.0) != 0.0:
+            warnings.warn("SDPO has no KL-to-reference term: beta is set to 0 (the teacher takes the reference's "
+                          "place)", stacklevel=3)
+            self.beta = 0.0
+        super().__post_init__()
+        if self.distillation_mode not in SDPO_MODES:
+            raise ValueError(f"distillation_mode must be one of {SDPO_MODES}, got {self.distillation_mode!r}")
+        if self.distillation_mode == "topk_logits" and not self.distillation_topk:
+            raise ValueError("distillation_mode='topk_logits' needs distillation_topk")
+        if self.distillation_mode == "sampled_token" and self.distillation_alpha != 1.0:
+            raise ValueError("distillation_mode='sampled_token' needs distillation_alpha=1.0 (reverse KL)")
+        if not 0.0 <= self.distillation_weight <= 1.0:
+            raise ValueError(f"distillation_weight must be in [0, 1], got {self.distillation_weight}")
+        if self.teacher_model_kind not in TEACHER_KINDS:
+            raise ValueError(f"teacher_model_kind must be one of {TEACHER_KINDS}, got {self.teacher_model_kind!r}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {LOSS_TYPES}")
+
+    def teacher_prompts(self, prompts, completions, rewards, feedbacks, num_generations: int | None = None):
+        """(teacher prompts, ``TeacherSelection``) of a batch, by this config's rules and templates."""
+        selection = select_teachers(rewards, num_generations or self.num_generations, feedbacks,
+                                    success_threshold=self.success_reward_threshold,
+                                    dont_reprompt_on_self_success=self.dont_reprompt_on_self_success,
+                                    include_feedback=self.include_environment_feedback,
+                                    feedback_only_without_solution=self.environment_feedback_only_without_solution,
+                                    use_successful_as_teacher=self.use_successful_as_teacher)
+        prompts = render_teacher_prompts(prompts, completions, feedbacks, selection,
+                                         reprompt_template=self.reprompt_template,
+                                         solution_template=self.solution_template,
+                                         feedback_template=self.feedback_template,
+                                         remove_thinking_from_demonstration=self.remove_thinking_from_demonstration)
+        return prompts, selection
+
+
+@dataclass
+class SDPOLoopConfig(SDPOFields, GRPOConfig):
+    """The scratch SDPO loop's config: GRPO's (``GRPOConfig``) plus ``SDPOFields``."""
+
+
+def teacher_prompt_batch(tokenizer, teacher_prompts: Sequence, max_len: int, device=None):
+    """Left-padded ids / mask of the teacher prompts, each cut from the left to ``max_len``
+    tokens; returns (ids, mask, fraction of prompts that were cut)."""
+    enc = encode_prompts(tokenizer, teacher_prompts)
+    ids, mask = enc["input_ids"], enc["attention_mask"]                        # (B, L)
+    cut = mask.sum(1) > max_len                                                # (B,)
+    if cut.any():  # left padding: the last max_len positions hold every prompt's last tokens
+        ids, mask = ids[:, -max_len:], mask[:, -max_len:]
+        warnings.warn(f"SDPO: {int(cut.sum())} teacher prompt(s) longer than max_reprompt_len={max_len} tokens were "
+                      f"cut from the left (sdpo/reprompt_truncated counts them)", stacklevel=2)
+    to = (lambda x: x.to(device)) if device is not None else (lambda x: x)
+    return to(ids), to(mask), cut.float().mean().item()
+
+
+class SDPOLoop(GRPOLoop):
+    """The scratch SDPO trainer (``SDPOLoopConfig``); rows need ``prompt`` and the rewards' columns."""
+
+    def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
+                 config: SDPOLoopConfig | None = None, *, eval_fn: Callable | None = None,
+                 callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):
+        config = config or SDPOLoopConfig()
+        super().__init__(model, tokenizer, reward_funcs, train_rows, config, eval_fn=eval_fn, callbacks=callbacks,
+                         reward_weights=reward_weights)
+        self.teacher = Teacher(model, config.teacher_model_kind, config.teacher_update_rate, config.teacher_sync_steps)
+        self.ref_model = self.teacher.model  # the reference slot holds the teacher (beta is 0): no third model
+        self._steps_without_teacher = 0
+
+    def teacher_logits(self, teacher_ids, teacher_mask, completion_ids, completion_mask) -> torch.Tensor:
+        """The teacher's logits over the completion, (B, T, V), in micro-batches, no gradients."""
+        B = completion_ids.size(0)
+        size = self.config.distillation_micro_batch_size or B
+        out = []
+        with torch.no_grad(), self.teacher.forward() as teacher:
+            for i in range(0, B, size):
+                out.append(completion_logits(teacher, teacher_ids[i:i + size], teacher_mask[i:i + size],
+                                             completion_ids[i:i + size], completion_mask[i:i + size]))
+        return torch.cat(out) / self.config.temperature                           # (B, T, V)
+
+    def objective(self, ro, teacher_ids, teacher_mask, mask, advantages=None, old_logp=None):
+        """One pass's loss on a rollout: (loss, GRPO term or None, sdpo stats, old_logp).
+
+        ``mask`` (B, T): completion mask x self-distillation mask; ``advantages`` (B,) only when
+        ``distillation_weight < 1``; ``old_logp`` None on the first pass (it is this forward)."""
+        cfg = self.config
+        student = completion_logits(self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
+                                    ro.completion_mask) / cfg.temperature              # (B, T, V)
+        teacher = self.teacher_logits(teacher_ids, teacher_mask, ro.completion_ids, ro.completion_mask)  # (B, T, V)
+        logp = token_logprobs(student, ro.completion_ids)                              # (B, T)
+        old_logp = logp.detach() if old_logp is None else old_logp                      # (B, T)
+        loss, stats = sdpo_loss(student, teacher, ro.completion_ids, mask, mode=cfg.distillation_mode,
+                                top_k=cfg.distillation_topk, alpha=cfg.distillation_alpha,
+                                add_tail=cfg.distillation_add_tail, old_logp=old_logp, is_clip=cfg.distillation_is_clip)
+        policy = None
+        if advantages is not None:
+            policy, _ = grpo_loss(logp, old_logp, advantages, ro.completion_mask, epsilon=cfg.epsilon,
+                                  epsilon_high=cfg.epsilon_high, loss_type=cfg.loss_type,
+                                  max_completion_length=cfg.max_completion_length)
+            loss = (1 - cfg.distillation_weight) * policy + cfg.distillation_weight * loss
+        return loss, policy, stats, old_logp
+
+    def step(self) -> dict:
+        cfg, G = self.config, self.config.num_generations
+        rows = self.next_rows()
+        ro = self.sample_batch(rows)
+        rewards, per_func, feedbacks = self.score(rows, ro)
+        device = ro.completion_mask.device
+        prompts = [r["prompt"] for r in rows for _ in range(G)]
+        completions = self.completions(ro, rows)
+        teacher_prompts, selection = cfg.teacher_prompts(prompts, completions, rewards, feedbacks)
+        sd_mask = selection.mask                                                        # (B,)
+        t_ids, t_mask, truncated = teacher_prompt_batch(self.tokenizer, teacher_prompts, cfg.max_reprompt_len, device)
+        mask = ro.completion_mask * sd_mask.to(device).unsqueeze(1)                    # (B, T)
+        advantages = None
+        if cfg.distillation_weight < 1.0:
+            advantages = group_advantages(rewards, G, cfg.scale_rewards).to(device)   # (B,)
+        self.model.train()
+        old_logp = None
+        for _ in range(cfg.num_iterations):
+            loss, policy, stats, old_logp = self.objective(ro, t_ids, t_mask, mask, advantages, old_logp)
+            self.optimizer_step(loss)
+            self.teacher.optimizer_step()
+        coverage = selection.metrics()
+        self._warn_if_no_teacher(coverage["sdpo/teacher_coverage"])
+        return {
+            **self.batch_metrics(rewards, per_func, ro.completion_mask),
+            "loss": loss.item(),
+            "loss/policy": policy.item() if policy is not None else 0.0,
+            "loss/kl": 0.0,
+            "sdpo/distill_loss": stats["distill_loss"].item(),
+            "sdpo/teacher_student_kl": stats["kl_sampled"].item(),
+            "sdpo/reprompt_truncated": truncated,
+            **{k: coverage[k] for k in ("sdpo/teacher_coverage", "sdpo/success_rate", "sdpo/success_group_frac",
+                                        "sdpo/feedback_frac")},
+        }
+
+    def _warn_if_no_teacher(self, coverage: float) -> None:
+        self._steps_without_teacher = self._steps_without_teacher + 1 if coverage == 0 else 0
+        if self._steps_without_teacher == COVERAGE_WARN_STEPS:
+            warnings.warn(f"SDPO: no row had a teacher for {COVERAGE_WARN_STEPS} steps in a row (no successful "
+                          "sibling, no feedback), so nothing is being learned; lower success_reward_threshold, "
+                          "add feedback (include_environment_feedback), or warm-start the policy", stacklevel=2)
+
+    def extra_state(self) -> dict:
+        return {**super().extra_state(), "teacher": self.teacher.state_dict()}
+
+    def load_extra_state(self, state: dict) -> None:
+        super().load_extra_state(state)
+        self.teacher.load_state_dict(state.get("teacher", {}))
+
+    def save_extra_files(self, folder) -> None:
+        self.teacher.save(folder / "teacher")
+
+    def load_extra_files(self, folder) -> None:
+        self.teacher.load(folder / "teacher")

@@ -1,0 +1,8 @@
+"""VAPOR: GRPO plus a preference term on tagged spans (notebook 04).
+
+    loss.py   ``preference_log_term``, ``vapor_loss``, ``preference_dpo_loss`` (pure math)
+    spans.py  finding tagged character spans and the tokens that cover them
+    parts.py  the pieces both backends share: preference batches, span masks, span log-probs
+    loop.py   VAPOR from scratch (VAPORFields, VAPORLoopConfig, VAPORLoop)
+    trl.py    VAPOR on TRL (VAPORConfig(trl.GRPOConfig), VAPORTrainer(trl.GRPOTrainer))
+"""

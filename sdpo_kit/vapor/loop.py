@@ -1,0 +1,161 @@
+"""VAPOR from scratch: GRPO's loop with VAPOR's objective (``vapor.loss``) in its step.
+
+    for step in 1..max_steps:
+        q, (y_w, y_l) <- prompts_per_step rows with their chosen / rejected pair
+        o             <- G completions per prompt;  r <- verifiable reward (the span's exact match)
+        A             <- r - mean of the group        (scale_rewards="none": no std, as the design notes say)
+        S             <- each completion's verifiable span (verifiable_term_split's tags)
+        log pi_ref(y_w), log pi_ref(y_l) over the preference spans, once
+        for mu = 1..num_iterations:
+            log P <- preference_beta * DPO margin of (y_w, y_l) under pi vs pi_ref
+            minimise vapor_loss(logp, old_logp, S, A, log P)   [+ beta * k3 KL to pi_ref]
+
+``vapor_variant="additive"`` is the repaired form the VAPOR notebook measures: GRPO's clipped
+surrogate on the span (log P = 0 inside it) plus ``preference_weight`` x DPO's loss
+``-log sigmoid(log P)`` on the pairs. ``beta`` keeps TRL's meaning (the KL weight);
+``preference_beta`` is the design notes' preference temperature.
+
+Metric keys (besides GRPO's): vapor/preference_term (mean P), vapor/log_preference (mean log P),
+vapor/verifiable_ratio (mean v), vapor/span_found_frac, vapor/preference_found_frac, and with the
+additive variant loss/dpo.
+
+Left out on purpose: what GRPOLoop leaves out (distributed training, vLLM); the TRL backend
+(``vapor/trl.py``) has them.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from sdpo_kit.core.checkpoint import is_peft
+from sdpo_kit.core.logprobs import kl_k3, masked_mean
+from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.loss import group_advantages
+from sdpo_kit.lab.tasks import check_preference_rows
+from sdpo_kit.vapor.loss import preference_dpo_loss, preference_log_term, vapor_loss
+from sdpo_kit.vapor.parts import (
+    as_reference,
+    completion_span_mask,
+    preference_batch,
+    preference_span_logps,
+    reference_span_logps,
+)
+
+VAPOR_VARIANTS = ("as_specified", "additive")
+
+
+@dataclass
+class VAPORFields:
+    """VAPOR's knobs, shared by the scratch and the TRL backend's configs."""
+
+    verifiable_term_split: tuple = ("<answer>", "</answer>")   # tags around the verifiable span
+    preference_term_split: tuple = ("<answer>", "</answer>")   # tags around the preference span of y_w / y_l
+    preference_beta: float = 0.1      # the design notes' beta: DPO's temperature on the preference margin
+    vapor_variant: str = "as_specified"  # as_specified | additive (GRPO on the span + preference_weight x DPO)
+    preference_weight: float = 1.0    # lambda of the additive variant
+    scale_rewards: str = "none"       # A_i = r_i - mean of its group, no std scaling (the design notes)
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("verifiable_term_split", "preference_term_split"):
+            tags = tuple(getattr(self, name))
+            if len(tags) != 2 or not all(isinstance(t, str) and t for t in tags):
+                raise ValueError(f"{name} must be two non-empty tags, e.g. ['<answer>', '</answer>'], got {tags!r}")
+            setattr(self, name, tags)
+        if self.vapor_variant not in VAPOR_VARIANTS:
+            raise ValueError(f"vapor_variant must be one of {VAPOR_VARIANTS}, got {self.vapor_variant!r}")
+
+
+@dataclass
+class VAPORLoopConfig(VAPORFields, GRPOConfig):
+    """The scratch VAPOR loop's config: GRPO's (``GRPOConfig``) plus ``VAPORFields``."""
+
+
+def vapor_objective(logp, old_logp, span_mask, advantages, log_preference, found, config, num_generations):
+    """The loss of one pass, both variants: (loss, stats, extra metrics)."""
+    if config.vapor_variant == "as_specified":
+        loss, stats = vapor_loss(logp, old_logp, span_mask, advantages, log_preference * found,
+                                 num_generations=num_generations, epsilon=config.epsilon,
+                                 epsilon_high=config.epsilon_high)                        # scalar
+        return loss, stats, {}
+    surrogate, stats = vapor_loss(logp, old_logp, span_mask, advantages, torch.zeros_like(log_preference),
+                                  num_generations=num_generations, epsilon=config.epsilon,
+                                  epsilon_high=config.epsilon_high)                       # scalar
+    dpo, _ = preference_dpo_loss(log_preference, found)                                  # scalar
+    return surrogate + config.preference_weight * dpo, stats, {"loss/dpo": dpo.item()}
+
+
+def vapor_metrics(log_preference: torch.Tensor, found: torch.Tensor, stats: dict) -> dict:
+    """VAPOR's own metric keys, the same on both backends; P and log P over the found pairs."""
+    n_found = found.sum().clamp(min=1.0)
+    log_p = log_preference.detach()                                                        # (P,)
+    return {
+        "vapor/preference_term": ((torch.exp(log_p) * found).sum() / n_found).item(),
+        "vapor/log_preference": ((log_p * found).sum() / n_found).item(),
+        "vapor/verifiable_ratio": stats["verifiable_ratio_mean"].item(),
+        "vapor/span_found_frac": stats["span_found_frac"].item(),
+        "vapor/preference_found_frac": found.mean().item(),
+    }
+
+
+class VAPORLoop(GRPOLoop):
+    """The scratch VAPOR trainer; rows need ``prompt``, ``chosen``, ``rejected`` and the reward's columns."""
+
+    def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
+                 config: VAPORLoopConfig | None = None, *, eval_fn: Callable | None = None,
+                 callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):
+        check_preference_rows(train_rows)
+        super().__init__(model, tokenizer, reward_funcs, train_rows, config or VAPORLoopConfig(), eval_fn=eval_fn,
+                         callbacks=callbacks, reward_weights=reward_weights)
+        # the preference term always needs pi_ref: a frozen copy, or the adapters switched off
+        if self.ref_model is None and not is_peft(model):
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        elif self.ref_model is not None and is_peft(model):
+            self.ref_model = None  # no second copy of a LoRA policy: its base model is the reference
+
+    def step(self) -> dict:
+        cfg, G = self.config, self.config.num_generations
+        rows = self.next_rows()
+        ro, rewards, per_func = self.rollout(rows)
+        device = ro.completion_mask.device
+        advantages = group_advantages(rewards, G, cfg.scale_rewards).to(device)          # (B,)
+        args = (ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
+        mask = ro.completion_mask                                                       # (B, T)
+        span = completion_span_mask(self.tokenizer, ro.completion_ids, mask, cfg.verifiable_term_split)  # (B, T)
+        pref = preference_batch(self.tokenizer, [r["prompt"] for r in rows], [r["chosen"] for r in rows],
+                                [r["rejected"] for r in rows], cfg.preference_term_split, device)
+        found = pref.found.to(torch.float32)                                            # (P,)
+        ref_chosen, ref_rejected = reference_span_logps(self.model, self.ref_model, pref)  # (P,), (P,)
+        ref_logp = None
+        if cfg.beta != 0.0:
+            with torch.no_grad(), as_reference(self.model, self.ref_model) as ref:
+                ref_logp = self._logprobs(ref, args)                                    # (B, T)
+        self.model.train()
+        old_logp = None
+        for _ in range(cfg.num_iterations):
+            logp = self._logprobs(self.model, args)                                     # (B, T)
+            old_logp = logp.detach() if old_logp is None else old_logp                  # (B, T) first pass: on-policy
+            chosen, rejected = preference_span_logps(self.model, pref)                  # (P,), (P,)
+            log_pref = preference_log_term(chosen, ref_chosen, rejected, ref_rejected, cfg.preference_beta)  # (P,)
+            loss, stats, extra = vapor_objective(logp, old_logp, span, advantages, log_pref, found, cfg, G)
+            policy_loss = loss.detach()
+            kl = masked_mean(kl_k3(logp, ref_logp), mask) if ref_logp is not None else torch.zeros((), device=device)
+            if cfg.beta != 0.0:
+                loss = loss + cfg.beta * kl                                             # scalar
+            self.optimizer_step(loss)
+        return {
+            **self.batch_metrics(rewards, per_func, mask),
+            "loss": loss.item(),
+            "loss/policy": policy_loss.item(),
+            "loss/kl": kl.item(),
+            **extra,
+            **vapor_metrics(log_pref, found, stats),
+            "stats/clip_frac": stats["clip_frac"].item(),
+            "stats/clip_frac_low": stats["clip_frac_low"].item(),
+            "stats/clip_frac_high": stats["clip_frac_high"].item(),
+            "stats/ratio_mean": stats["h_mean"].item(),
+        }
