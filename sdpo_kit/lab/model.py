@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from sdpo_kit.core.config import ConfigError
+
 IM_START, IM_END, PAD, UNK = "<|im_start|>", "<|im_end|>", "<pad>", "<unk>"
 SPECIAL_TOKENS = [PAD, UNK, IM_START, IM_END]
 CHARS = [c for c in string.printable if c not in "\t\r\x0b\x0c"]  # printable ASCII + "\n"
@@ -235,12 +237,21 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
 
 def lab_config_for(cfg, task) -> dict | None:
     """The warm-start recipe (``LabConfig`` overrides) for a run config ``cfg`` training ``task``;
-    ``None`` unless the model is the tiny lab. The warm start follows the task (cached per recipe)."""
+    ``None`` unless the model is the tiny lab. The warm start follows the task (cached per recipe).
+
+    ConfigError when the task's held-out problems could be in the warm start's SFT rows (a larger
+    ``n_eval`` or another ``seed`` than the warm start's split)."""
     if cfg.model.name != "tiny-lab":
         return None
     lab = {"task": cfg.task["name"], "digits": getattr(task, "digits", 1), "terms": getattr(task, "terms", 3),
            **cfg.model.lab}
-    if getattr(task, "n_eval", 200) > lab.get("n_eval", 200) or getattr(task, "seed", 0) != lab.get("seed", 0):
-        print("warning: task.n_eval / task.seed differ from the warm start's; held-out problems "
-              "may have been seen in its SFT (set model.lab.n_eval / model.lab.seed to match)")
+    task_eval, task_seed = getattr(task, "n_eval", 200), getattr(task, "seed", 0)
+    lab_eval, lab_seed = lab.get("n_eval", LabConfig.n_eval), lab.get("seed", LabConfig.seed)
+    # a smaller n_eval with the same seed holds out a prefix of the warm start's held-out problems
+    if task_eval > lab_eval or task_seed != lab_seed:
+        raise ConfigError(
+            f"the task holds out n_eval={task_eval} problems with seed={task_seed}, but the tiny lab's warm start "
+            f"was trained on the split with n_eval={lab_eval}, seed={lab_seed}: some held-out problems would have "
+            f"been in its SFT rows. Set model.lab.n_eval and model.lab.seed to the task's values "
+            f"(or task.n_eval <= {lab_eval} with task.seed = {lab_seed}).")
     return lab

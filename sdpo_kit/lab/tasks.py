@@ -1,7 +1,8 @@
 """Synthetic verifiable tasks, generated in code (no downloads), and the ``Task`` protocol.
 
 A task makes chat rows ``{"prompt": [{"role": "user", "content": ...}], "answer": "..."}``,
-splits them into train / held-out without overlap, scores completions with a verifiable
+splits them into train / held-out disjoint by problem (``problem_key``: a sum's operands as a
+multiset, so no reordering of a held-out question is trained on), scores completions with a verifiable
 reward and measures greedy accuracy of a model on a split. Every task implements ``Task``:
 
     name, answer_column                the rows' answer column (``"answer"``)
@@ -177,35 +178,66 @@ class ArithmeticTask:
             "answer": str(sum(operands)),
         }
 
-    def _problems(self, rng: random.Random, n: int) -> list[tuple[int, ...]]:
+    def problem_key(self, operands) -> tuple[int, ...]:
+        """What makes two prompts the same problem: a sum's operands as a multiset (sorted), so
+        ``3+5+1=`` and ``1+3+5=`` share a key and always land on the same side of the split."""
+        return tuple(sorted(operands))
+
+    def _problems(self, rng: random.Random, n: int, exclude: set = frozenset()) -> list[tuple[int, ...]]:
+        """``n`` distinct operand tuples in a seeded random order, none whose key is in ``exclude``
+        (fewer when the space runs out)."""
         hi = 10**self.digits
         space = hi**self.terms
-        if space <= 200_000:  # enumerate and shuffle: an exact, overlap-free split
-            all_ops = list(itertools.product(range(hi), repeat=self.terms))
+        if space <= 200_000:  # enumerate and shuffle: exact
+            all_ops = [ops for ops in itertools.product(range(hi), repeat=self.terms)
+                       if self.problem_key(ops) not in exclude]
             rng.shuffle(all_ops)
-            return all_ops[:n] if n < len(all_ops) else all_ops
+            return all_ops[:n]
         seen, out = set(), []
         while len(out) < n:
             ops = tuple(rng.randrange(hi) for _ in range(self.terms))
-            if ops not in seen:
+            if ops not in seen and self.problem_key(ops) not in exclude:
                 seen.add(ops)
                 out.append(ops)
         return out
 
+    def _heldout_problems(self, rng: random.Random) -> list[tuple[int, ...]]:
+        """``n_eval`` held-out problems: whole problems (every ordering of a multiset that the space
+        enumerates) in a seeded order, the last group cut to size; its other orderings are held
+        out too (never trained on), so no permutation of a held-out problem reaches training."""
+        hi = 10**self.digits
+        if hi**self.terms > 200_000:   # sampled space: orderings of one multiset rarely meet
+            return self._problems(rng, self.n_eval)
+        groups: dict[tuple, list] = {}
+        for ops in itertools.product(range(hi), repeat=self.terms):
+            groups.setdefault(self.problem_key(ops), []).append(ops)
+        keys = sorted(groups)
+        rng.shuffle(keys)
+        out = []
+        for k in keys:
+            members = groups[k][:]
+            rng.shuffle(members)
+            out.extend(members)
+            if len(out) >= self.n_eval:
+                break
+        return out[: self.n_eval]
+
     def splits(self) -> tuple[list[dict], list[dict]]:
-        """(train_rows, heldout_rows), disjoint by question, deterministic in ``seed``."""
-        rng = random.Random(self.seed)
+        """(train_rows, heldout_rows), deterministic in ``seed`` and disjoint by problem: no
+        held-out question, nor any reordering of its operands, is a training row (``problem_key``)."""
+        if self.n_eval < 1 or (self.n_train is not None and self.n_train < 0):
+            raise ValueError(f"n_eval must be >= 1 and n_train >= 0, got {self.n_eval}, {self.n_train}")
         space = (10**self.digits) ** self.terms
-        n_train = self.n_train if self.n_train is not None else min(space - self.n_eval, DEFAULT_MAX_TRAIN)
-        if n_train < 0 or self.n_eval < 1:
-            raise ValueError(f"n_eval must be >= 1 and n_train >= 0, got {self.n_eval}, {n_train}")
-        want = min(space, self.n_eval + n_train)
-        if want <= self.n_eval:
-            raise ValueError(
-                f"task space has {space} problems; n_eval={self.n_eval} leaves none to train on"
-            )
-        problems = self._problems(rng, want)
-        heldout, train = problems[: self.n_eval], problems[self.n_eval :]
+        if self.n_eval >= space:
+            raise ValueError(f"task space has {space} problems; n_eval={self.n_eval} leaves none to train on")
+        rng = random.Random(self.seed)
+        heldout = self._heldout_problems(rng)
+        held_keys = {self.problem_key(p) for p in heldout}
+        n_train = self.n_train if self.n_train is not None else DEFAULT_MAX_TRAIN
+        train = self._problems(rng, n_train, exclude=held_keys)
+        if not train and n_train:
+            raise ValueError(f"task space has {space} problems; n_eval={self.n_eval} holds out every "
+                             f"problem (by multiset of operands) and leaves none to train on")
         return [self.row(p) for p in train], [self.row(p) for p in heldout]
 
     # --- scoring ------------------------------------------------------------------------
