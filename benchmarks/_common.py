@@ -3,11 +3,18 @@
 Every script writes ``benchmarks/results/<name>.json``: the command that made it, the date, the
 machine, the git commit, the config, the raw per-run figures and the summary. ``report.py``
 renders the README's tables from those files, so every number in the README comes from one.
+
+Numbers come from clean commits: a script refuses to start, and ``write_results`` to write, while
+``sdpo_kit/``, ``configs/``, ``benchmarks/`` (results aside) or ``notebooks/`` have uncommitted changes.
+``--allow-dirty`` (any script) runs anyway and stamps the commit ``<sha>+dirty:<hash of the diff>``.
+Each results file names the files it measures (``MEASURES``); ``tests/test_report.py`` fails when
+one of them changed in a commit later than the one the results were made at.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -36,11 +43,75 @@ def machine_info() -> dict:
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
+# the code each benchmark measures (besides this file and its own script): a result is stale once
+# any of these changes in a later commit (tests/test_report.py); rooms, not single files
+CORE = ["sdpo_kit/core", "sdpo_kit/lab", "sdpo_kit/models.py", "sdpo_kit/registry.py", "sdpo_kit/cli.py",
+        "sdpo_kit/rewards", "benchmarks/_common.py"]
+MEASURES = {
+    "demo": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
+    "speed": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
+    "lab": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
+    "vapor": CORE + ["sdpo_kit/grpo", "sdpo_kit/vapor", "configs/vapor.yaml"],
+    "sdpo": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo.yaml", "configs/sdpo_feedback.yaml"],
+    "ppo": CORE + ["sdpo_kit/ppo", "configs/teacher_student_ppo.yaml"],
+    "export": CORE + ["sdpo_kit/grpo", "sdpo_kit/deploy", "configs/demo.yaml"],
+    "notebooks": CORE + ["sdpo_kit", "notebooks", "configs"],
+    "fresh_clone": ["Makefile", ".ci/run", "pyproject.toml", "constraints.txt", "constraints-verl.txt",
+                    "tests/conftest.py"],
+}
+WATCHED = ["sdpo_kit", "configs", "benchmarks", "notebooks"]   # a dirty tree here refuses to write results
+
+ALLOW_DIRTY = "--allow-dirty" in sys.argv
+if ALLOW_DIRTY:  # taken out before the script's own argparse sees it
+    sys.argv.remove("--allow-dirty")
+
+
+class DirtyTree(RuntimeError):
+    """Results asked for from a working tree whose measured code is not committed."""
+
+
+def dirty_diff() -> str:
+    """The uncommitted diff (tracked files and untracked, not ignored, ones) under ``WATCHED``,
+    results files aside; "" for a clean tree."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout
+    spec = [*WATCHED, ":(exclude)benchmarks/results"]
+    untracked = git("ls-files", "--others", "--exclude-standard", "--", *spec)
+    return git("diff", "HEAD", "--", *spec) + "".join(
+        f"\nuntracked {f}\n" + (ROOT / f).read_text(errors="replace") for f in untracked.split())
+
+
 def git_commit() -> str:
+    """HEAD's short sha; ``+dirty:<sha256 of the diff, 12 hex>`` with --allow-dirty on a dirty tree."""
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.strip()
-    return out.stdout.strip() + ("+changes" if dirty else "")
+    diff = dirty_diff()
+    if not diff:
+        return out.stdout.strip()
+    return out.stdout.strip() + "+dirty:" + hashlib.sha256(diff.encode()).hexdigest()[:12]
+
+
+def require_clean_tree() -> None:
+    """DirtyTree (naming the files) unless the measured code is committed or --allow-dirty was given."""
+    if ALLOW_DIRTY:
+        return
+    if dirty_diff():
+        files = subprocess.run(["git", "status", "--porcelain", "--", *WATCHED, ":(exclude)benchmarks/results"],
+                               cwd=ROOT, capture_output=True, text=True).stdout.rstrip()
+        raise DirtyTree("uncommitted changes to the code a benchmark measures; commit them first (numbers come from "
+                        "clean commits), or pass --allow-dirty to stamp the diff's hash into the results:\n" + files)
+
+
+def measures(name: str) -> list[str]:
+    """The files a results file ``name`` measures: its room list (``MEASURES``) and its script."""
+    base = next((k for k in sorted(MEASURES, key=len, reverse=True) if name.startswith(k)), None)
+    if base is None:
+        raise KeyError(f"benchmark {name!r} names no measured files: add it to MEASURES in benchmarks/_common.py")
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script = script.relative_to(ROOT).as_posix()
+    except ValueError:
+        script = None
+    return sorted(set(MEASURES[base] + ([script] if script and script.startswith("benchmarks/") else [])))
 
 
 def median(xs):
@@ -68,12 +139,15 @@ def command() -> str:
 
 
 def write_results(name: str, *, config: dict, runs: list, summary: dict) -> Path:
-    """``benchmarks/results/<name>.json`` with everything a reader needs to trust the numbers."""
+    """``benchmarks/results/<name>.json`` with everything a reader needs to trust the numbers.
+
+    Refuses (DirtyTree) while the measured code has uncommitted changes, unless --allow-dirty."""
+    require_clean_tree()
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    payload = {"benchmark": name, "command": command(), "date": dt.date.today().isoformat(),
-               "commit": git_commit(), "machine": machine_info(), "config": config, "runs": runs,
-               "summary": summary}
+    payload = {"benchmark": name, "command": command() + (" --allow-dirty" if ALLOW_DIRTY else ""),
+               "date": dt.date.today().isoformat(), "commit": git_commit(), "measures": measures(name),
+               "machine": machine_info(), "config": config, "runs": runs, "summary": summary}
     path.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"\nwrote {path.relative_to(ROOT)}")
     return path
@@ -86,3 +160,7 @@ def run_config(path: str, overrides: dict) -> dict:
 
     cfg = load_config(ROOT / path, overrides)
     return train(cfg, config_path=path)
+
+
+if __name__ != "__main__" and Path(sys.argv[0]).name.startswith("bench_"):
+    require_clean_tree()   # fail before an hour of training, not after it
