@@ -92,7 +92,7 @@ class LabConfig:
     sft_lr: float = 3e-3
     copy_fraction: float = 0.3
     seed: int = 0
-    version: int = 2  # bump when the recipe changes, so stale caches are not reused
+    version: int = 3  # bump when the recipe changes, so stale caches are not reused (3: split by multiset)
 
     def key(self) -> str:
         blob = json.dumps(asdict(self), sort_keys=True).encode()

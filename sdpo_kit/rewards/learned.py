@@ -46,7 +46,7 @@ class RewardModelConfig:
     max_offset: int = 5
     init_from_warm_start: bool = True   # the trunk starts as the lab's warm start (the SFT model, as in RLHF)
     seed: int = 0
-    version: int = 2
+    version: int = 3
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
