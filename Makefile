@@ -29,16 +29,20 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/sdpo-kit train configs/demo.yaml --output-dir runs/demo
 
+# two pytest-xdist workers (a file each at a time, so a module's fixtures are built once) with one torch
+# thread each, for a 2-core machine; tests/conftest.py sets the threads, OMP_NUM_THREADS the kernels'
+XDIST   := -n 2 --dist loadfile
+
 unit: $(STAMP)
-	$(BIN)/pytest -q tests
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(XDIST) tests
 
 notebooks: $(STAMP)
-	SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
+	OMP_NUM_THREADS=1 SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/pytest -q $(XDIST) --nbmake --nbmake-timeout=900 notebooks
 
 test: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks
-	$(BIN)/pytest -q tests
-	SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/pytest -q --nbmake --nbmake-timeout=900 notebooks
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(XDIST) tests
+	OMP_NUM_THREADS=1 SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/pytest -q $(XDIST) --nbmake --nbmake-timeout=900 notebooks
 	$(MAKE) --no-print-directory test-trl115
 
 $(STAMP115): pyproject.toml constraints.txt
