@@ -13,7 +13,7 @@ STAMPVERL := $(VENVVERL)/.sdpo_kit-installed
 # every TRL-path test (the -k selects them by name); see tests/trl115_cpu_kernel.py for why the plugin
 TRL_TESTS := tests/test_trl_grpo.py tests/test_losses_trl.py tests/test_trl_compat.py tests/test_plotting.py \
              tests/test_cli.py tests/test_resume.py tests/test_vapor_trainer.py tests/test_losses_sdpo.py \
-             tests/test_reprompt.py tests/test_sdpo_trl.py tests/test_sdpo_e2e.py tests/test_losses_ppo.py
+             tests/test_reprompt.py tests/test_sdpo_trl.py tests/test_sdpo_trl_checklist.py tests/test_losses_ppo.py
 
 .PHONY: install demo test unit notebooks lint docs bench bench-clone clean test-trl115 test-export test-verl
 
