@@ -8,7 +8,16 @@ import math
 import pytest
 import torch
 
-from sdpo_kit.losses import group_advantages, preference_dpo_loss, preference_log_term, vapor_loss
+from sdpo_kit.losses import (
+    group_advantages,
+    grpo_loss,
+    kl_k3,
+    masked_mean,
+    preference_dpo_loss,
+    preference_log_term,
+    vapor_kl,
+    vapor_loss,
+)
 from sdpo_kit.rewards import exact_match_reward
 
 F64 = {"rtol": 1e-10, "atol": 1e-12}
@@ -153,3 +162,33 @@ def test_the_preference_term_gets_no_gradient_on_policy_inside_the_clip():
         assert grad_at(inside).abs().max() < 1e-15  # zero up to fp64 rounding of sum_i A_i
     assert (grad_at(0.5) > 0).all()   # descent lowers log P: back towards 1 + epsilon
     assert (grad_at(-0.5) < 0).all()  # descent raises log P: back towards 1 - epsilon
+
+
+@pytest.mark.parametrize("on_policy", [True, False])
+def test_vapor_kl_has_grpo_losss_kl_value_and_gradient(on_policy):
+    """Both VAPOR backends add ``beta * vapor_kl``; on the same inputs its value and its gradient
+    w.r.t. logp equal grpo_loss's KL term (grpo_loss with zero advantages and beta = 1, dapo's
+    token mean: the surrogate is 0 with a zero gradient), fp64, on-policy (old_logp = logp
+    detached, ratio 1) and off-policy. Its logged kl is grpo_loss's stats["kl"]. Control: the
+    plain k3 VAPOR used before has the same value on-policy but another gradient, so the
+    gradient comparison can fail."""
+    logp, old_logp, span, _, _ = batch(seed=1)
+    g = torch.Generator().manual_seed(2)
+    if on_policy:
+        old_logp = logp.detach()                                                       # (B, T)
+    ref_logp = logp.detach() + (torch.rand(logp.shape, generator=g, dtype=logp.dtype) - 0.5)  # (B, T)
+    mask = span.clone()
+    mask[0, :2] = 1                                                                    # no empty row
+    penalty, kl = vapor_kl(logp, ref_logp, mask, old_logp)
+    grpo, stats = grpo_loss(logp, old_logp, torch.zeros(logp.size(0), dtype=logp.dtype), mask, ref_logp=ref_logp,
+                            beta=1.0, loss_type="dapo")
+    torch.testing.assert_close(penalty, grpo, **F64)
+    torch.testing.assert_close(kl, stats["kl"], **F64)
+    g_vapor, = torch.autograd.grad(penalty, logp)
+    g_grpo, = torch.autograd.grad(grpo, logp)
+    torch.testing.assert_close(g_vapor, g_grpo, **F64)
+    plain = masked_mean(kl_k3(logp, ref_logp), mask)                                   # scalar
+    g_plain, = torch.autograd.grad(plain, logp)
+    assert (g_plain - g_vapor).abs().max() > 1e-3
+    if on_policy:
+        torch.testing.assert_close(plain, penalty, **F64)

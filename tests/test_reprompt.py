@@ -14,8 +14,16 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 from trl.experimental.sdpo.sdpo_config import SDPOConfig  # noqa: E402
 from trl.experimental.sdpo.sdpo_trainer import SuccessfulRolloutTeacherContextBuilder  # noqa: E402
 
+from sdpo_kit.core.sampling import encode_prompts  # noqa: E402
 from sdpo_kit.lab.model import build_tokenizer  # noqa: E402
-from sdpo_kit.sdpo.reprompt import build_teacher_prompts, select_teachers, truncate_left  # noqa: E402
+from sdpo_kit.sdpo.loop import SDPOLoopConfig, teacher_prompt_batch  # noqa: E402
+from sdpo_kit.sdpo.reprompt import (  # noqa: E402
+    SOLUTION_TEMPLATE,
+    build_teacher_prompts,
+    fit_teacher_prompts,
+    select_teachers,
+    truncate_left,
+)
 
 
 class RecordingBuilder(SuccessfulRolloutTeacherContextBuilder):
@@ -100,5 +108,80 @@ def test_selection_rules_by_hand():
 
 
 def test_truncate_left():
+    """The last max_len ids, and whether anything was cut (TRL's cut, the last resort)."""
     assert truncate_left(range(10), 4) == ([6, 7, 8, 9], True)
     assert truncate_left([1, 2], 4) == ([1, 2], False)
+
+
+# ---------------------------------------------------------------------------------------
+# teacher prompts over max_reprompt_len: the demonstration's head goes, the question stays
+# ---------------------------------------------------------------------------------------
+def contains(ids: list[int], part: list[int]) -> bool:
+    return any(ids[i:i + len(part)] == part for i in range(len(ids) - len(part) + 1))
+
+
+def test_fit_cuts_the_demonstrations_head_by_hand():
+    """Characters as tokens (count_tokens = each prompt's len), max_len = 60: the row with a 100-character
+    demonstration keeps the question, the instruction and exactly the demonstration's last
+    characters that fit (60 with one more character would be 61); the row without a teacher is
+    untouched; then feedback: with no room for any demonstration, its section goes and the
+    feedback's head is cut."""
+    prompts, attempt = ["Q: 2+2=?", "Q: 2+2=?"], "x" * 96 + "= 4."
+
+    def lengths(batch):
+        return [len(p) for p in batch]
+
+    sel = select_teachers([1.0, 0.0], 2)
+    fitted, over = fit_teacher_prompts(prompts, [attempt, "5"], None, sel, lengths, 60)
+    assert over == [False, True] and fitted[0] == "Q: 2+2=?"
+    fixed = len("Q: 2+2=?") + len(SOLUTION_TEMPLATE.format(successful_previous_attempt="")) + len(
+        "\n\nCorrectly solve the original question.\n")                     # 8 + 21 + 42 = 71 > 60
+    assert fixed == 71 and fitted[1] == "Q: 2+2=?\n\nCorrectly solve the original question.\n"  # no room: section gone
+    fitted, over = fit_teacher_prompts(prompts, [attempt, "5"], None, sel, lengths, 100)
+    tail = attempt[-(100 - 71):]                                                  # 29 characters fit
+    assert fitted[1] == "Q: 2+2=?" + SOLUTION_TEMPLATE.format(successful_previous_attempt=tail) + \
+        "\n\nCorrectly solve the original question.\n" and len(fitted[1]) == 100
+    sel = select_teachers([0.0, 0.0], 2, ["", "f" * 200 + " wrong"], include_feedback=True)
+    fitted, over = fit_teacher_prompts(prompts, ["1", "2"], ["", "f" * 200 + " wrong"], sel, lengths, 160)
+    assert over == [False, True] and len(fitted[1]) == 160
+    assert fitted[1].startswith("Q: 2+2=?") and "f wrong" in fitted[1] and fitted[1].endswith("question.\n")
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_a_long_teacher_prompt_keeps_the_question(chat):
+    """The tiny lab's tokenizer, max_reprompt_len = 120, a sibling's 300-character solution:
+    ``teacher_batch`` (what both backends feed the teacher) keeps every token of the question, the
+    instruction and the solution's end, in at most 120 tokens, and counts the row as cut. The
+    control: TRL's left cut of the same prompt (``teacher_prompt_batch``) loses the question."""
+    tok = build_tokenizer()
+    question = "123+456="
+    prompt = [{"role": "user", "content": question}] if chat else question
+    solution = "7" * 300 + " so 579"
+    completions = [[{"role": "assistant", "content": c}] for c in (solution, "9")] if chat else [solution, "9"]
+    cfg = SDPOLoopConfig(num_generations=2, prompts_per_step=1, max_reprompt_len=120)
+    with pytest.warns(UserWarning, match="head of their demonstration"):  # row 1 learns from row 0's solution
+        ids, mask, selection, truncated = cfg.teacher_batch(tok, [prompt] * 2, completions, [1.0, 0.0], None)
+    kept = ids[1][mask[1].bool()].tolist()
+    assert selection.mask.tolist() == [0.0, 1.0] and truncated == 0.5
+    assert len(kept) <= 120 and ids.size(1) <= 120
+    for part in (question, "Correctly solve the original question.", "7 so 579"):
+        assert contains(kept, tok(part, add_special_tokens=False)["input_ids"]), part
+    full, _ = cfg.teacher_prompts([prompt] * 2, completions, [1.0, 0.0], None)
+    assert len(encode_prompts(tok, [full[1]])["input_ids"][0]) > 120
+    with pytest.warns(UserWarning, match="cut from the left"):
+        left, left_mask, _ = teacher_prompt_batch(tok, full, 120)
+    assert not contains(left[1][left_mask[1].bool()].tolist(), tok(question, add_special_tokens=False)["input_ids"])
+
+
+def test_a_question_too_long_for_max_reprompt_len_is_cut_from_the_left():
+    """The last resort: a question that alone is over max_reprompt_len loses its demonstration
+    section and then its head (TRL's left cut); the result is still at most max_reprompt_len, and
+    both rows count as cut (the one without a teacher keeps its original, too long, prompt)."""
+    tok = build_tokenizer()
+    cfg = SDPOLoopConfig(num_generations=2, prompts_per_step=1, max_reprompt_len=40)
+    prompts = ["1+" * 40 + "1=", "1+" * 40 + "1="]
+    with pytest.warns(UserWarning, match="cut from the left"):
+        ids, mask, selection, truncated = cfg.teacher_batch(tok, prompts, ["80", "81"], [1.0, 0.0], None)
+    assert selection.mask.tolist() == [0.0, 1.0] and ids.size(1) == 40 and truncated == 1.0
+    kept = tok.decode(ids[1][mask[1].bool()])
+    assert "Correct solution" not in kept and kept.endswith("Correctly solve the original question.\n")

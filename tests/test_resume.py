@@ -56,9 +56,9 @@ def make_loop(tok, out, lora=False, **cfg):
     model = build_model(tok, seed=0)
     if lora:
         model = _add_peft_lora(model, lora_kwargs(4))
-    config = GRPOConfig(max_steps=6, prompts_per_step=3, num_generations=4, num_iterations=2, beta=0.05,
-                        max_completion_length=3, learning_rate=3e-3, lr_scheduler_type="linear", eval_every=2,
-                        save_steps=2, seed=3, output_dir=str(out), **cfg)
+    config = GRPOConfig(**{**dict(max_steps=6, prompts_per_step=3, num_generations=4, num_iterations=2, beta=0.05,
+                                  max_completion_length=3, learning_rate=3e-3, lr_scheduler_type="linear",
+                                  eval_every=2, save_steps=2, seed=3, output_dir=str(out)), **cfg})
     return GRPOLoop(model, tok, [exact_match_reward(), char_reward], rows, config,
                     eval_fn=lambda m: task.evaluate(m, tok, heldout))
 
@@ -139,3 +139,55 @@ def test_cli_resume_from(backend, tmp_path, capsys):
     assert_same_rows(read, first)
     assert load_config(tmp_path / "b" / "config.yaml").backend == backend
     assert "resume_from=" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------
+# a changed max_steps under a schedule laid out over it
+# ---------------------------------------------------------------------------------------
+def test_resume_refuses_another_max_steps_under_a_linear_schedule(tok, tmp_path):
+    """The linear schedule decays to 0 over max_steps x mu updates, so resuming checkpoint-2 of a
+    4-step run with max_steps=6 would follow another schedule: refused before any weight is
+    loaded, naming both values. A constant schedule does not depend on max_steps: the same
+    change extends the run (steps 3-6 logged)."""
+    make_loop(tok, tmp_path / "linear", max_steps=4, eval_every=0).train()
+    longer = make_loop(tok, tmp_path / "linear_again", max_steps=6, eval_every=0)
+    before = [p.detach().clone() for p in longer.model.parameters()]
+    with pytest.raises(ValueError, match="max_steps=4, this run has max_steps=6"):
+        longer.train(resume_from_checkpoint=tmp_path / "linear" / "checkpoint-2")
+    assert all(torch.equal(a, b) for a, b in zip(before, longer.model.parameters())), "nothing was loaded"
+
+    kw = dict(lr_scheduler_type="constant", eval_every=0, num_iterations=1, save_steps=2)
+    make_loop(tok, tmp_path / "constant", max_steps=2, **kw).train()
+    rows = make_loop(tok, tmp_path / "constant_again", max_steps=4, **kw).train(
+        resume_from_checkpoint=tmp_path / "constant" / "checkpoint-2")
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4]
+
+
+def test_trl_resume_refuses_another_max_steps_under_a_decaying_schedule(tmp_path):
+    """TRL backend: transformers restores the scheduler's step but lays the schedule out over the
+    new max_steps. ``train_trl`` reads the checkpoint's max_steps (TRL steps, mu = 2 here) and
+    refuses another one, naming both in sdpo_kit and TRL steps, when the schedule depends on it
+    (linear, cosine, constant_with_warmup with a fractional warmup); constant passes."""
+    from types import SimpleNamespace
+
+    from trl import GRPOConfig as TRLGRPOConfig
+
+    from sdpo_kit.core.trl_base import MetricsCallback, check_resume_max_steps, train_trl
+
+    ckpt = tmp_path / "checkpoint-4"
+    ckpt.mkdir()
+    (ckpt / "trainer_state.json").write_text(json.dumps({"max_steps": 8, "global_step": 4}))
+
+    def args(**kw):
+        return TRLGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=12, **kw)
+
+    trainer = SimpleNamespace(args=args(lr_scheduler_type="linear"), metrics_callback=MetricsCallback(num_iterations=2),
+                              train=lambda **kw: pytest.fail("train() must not start"))
+    with pytest.raises(ValueError, match=r"max_steps=4 \(TRL's 8\), this run has max_steps=6 \(TRL's 12\)"):
+        train_trl(trainer, ckpt)
+    for kw in ({"lr_scheduler_type": "cosine"}, {"lr_scheduler_type": "constant_with_warmup", "warmup_steps": 0.1}):
+        with pytest.raises(ValueError, match="laid out over max_steps"):
+            check_resume_max_steps(8, args(**kw), 2)
+    for kw in ({"lr_scheduler_type": "constant"}, {"lr_scheduler_type": "constant_with_warmup", "warmup_steps": 2}):
+        check_resume_max_steps(8, args(**kw), 2)
+    check_resume_max_steps(12, args(lr_scheduler_type="linear"), 2)  # the same max_steps: fine

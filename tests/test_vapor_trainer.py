@@ -126,8 +126,8 @@ def test_config_and_cli(tmp_path):
 
 def test_trl_backend_gives_the_scratch_loss_on_the_same_batch(tok, tmp_path):
     """VAPORTrainer (TRL) and the scratch objective on one batch that TRL generated: the same loss
-    and the same gradients, for both variants, with a KL term; P = 2 prompts x G = 4, mu = 2 (an
-    off-policy old_logp), each distinct pair computed once."""
+    and the same gradients, for both variants, with a KL term (GRPO's: k3 x the importance ratio);
+    P = 2 prompts x G = 4, mu = 2 (an off-policy old_logp), each distinct pair computed once."""
     from transformers import LlamaForCausalLM
 
     from sdpo_kit.core.sampling import completion_logprobs
@@ -171,7 +171,9 @@ def test_trl_backend_gives_the_scratch_loss_on_the_same_batch(tok, tmp_path):
         torch.testing.assert_close(batch["advantages"], group_advantages(rewards, 4, "none"))
         loss, _, _ = vapor_objective(logp, batch["old_per_token_logps"], batch["span_mask"], batch["advantages"],
                                      log_pref, pref.found.float(), cfg, 4)
-        loss = loss + 0.04 * masked_mean(kl_k3(logp, batch["ref_per_token_logps"]), batch["completion_mask"])
+        ratio = torch.exp(logp - batch["old_per_token_logps"])                                     # (B, T)
+        kl = kl_k3(logp, batch["ref_per_token_logps"]) * ratio                                     # (B, T) GRPO's
+        loss = loss + 0.04 * masked_mean(kl, batch["completion_mask"])
         loss.backward()
         torch.testing.assert_close(trl_loss, loss, rtol=1e-5, atol=1e-6)
         for p, g in zip(model.parameters(), trl_grads):

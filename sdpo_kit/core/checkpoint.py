@@ -151,15 +151,22 @@ def list_checkpoints(output_dir) -> list[Path]:
     return sorted(found, key=lambda p: int(CHECKPOINT_RE.match(p.name).group(1)))
 
 
+def read_state(path) -> dict:
+    """The trainer state of the checkpoint at ``path`` (step, config, history, ...), touching
+    nothing: a trainer checks it before it loads any weights."""
+    path = Path(path)
+    if not (path / STATE_FILE).exists():
+        raise FileNotFoundError(f"{path} is not an sdpo_kit checkpoint (no {STATE_FILE}); "
+                                f"pass a folder like OUTPUT_DIR/checkpoint-N")
+    return json.loads((path / STATE_FILE).read_text())
+
+
 def load_checkpoint(path, *, model, optimizer, scheduler) -> dict:
     """Restore model, optimizer and scheduler from ``path``; returns the trainer state (with
     ``step``). Random generators are not touched here: call ``set_rng_state(state["rng"])``
     once everything that draws at start-up has run."""
     path = Path(path)
-    if not (path / STATE_FILE).exists():
-        raise FileNotFoundError(f"{path} is not an sdpo_kit checkpoint (no {STATE_FILE}); "
-                                f"pass a folder like OUTPUT_DIR/checkpoint-N")
-    state = json.loads((path / STATE_FILE).read_text())
+    state = read_state(path)
     load_model_weights(model, path)
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))

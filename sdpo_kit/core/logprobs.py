@@ -111,3 +111,22 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """k3 = r - 1 - log r, r = pi_ref / pi.  Unbiased, low variance, always >= 0 (GRPO's)."""
     log_r = ref_logp - logp                                                   # (B, T)
     return torch.exp(log_r) - log_r - 1                                       # (B, T)
+
+
+def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, old_logp: torch.Tensor | None = None) -> torch.Tensor:
+    """The per-token KL penalty of GRPO's loss: k3 weighed by the importance ratio (TRL's
+    ``use_bias_correction_kl``, on by default), so it estimates KL(pi || pi_ref) for samples
+    drawn from pi_old:
+
+        ratio_t = exp(logp_t - old_logp_t)
+        KL_t    = k3(logp_t, ref_logp_t) * ratio_t          (old_logp None: k3 alone)
+
+    ``ratio`` carries the gradient of ``logp`` (old_logp is detached by the caller). On the first
+    pass over a batch (old_logp = logp detached) ratio is 1, so the value is plain k3, but the
+    gradient is not: d(k3 ratio) = dk3 + k3 dlogp there. Every trainer with a KL term (GRPO,
+    VAPOR, both backends) adds this one. All (B, T); returns (B, T).
+    """
+    kl = kl_k3(logp, ref_logp)                                                # (B, T)
+    if old_logp is None:
+        return kl                                                             # (B, T)
+    return kl * torch.exp(logp - old_logp)                                    # (B, T)

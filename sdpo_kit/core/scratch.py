@@ -3,9 +3,11 @@
     RunConfig       the knobs every trainer has: steps, prompts per step, optimizer, schedule,
                     evaluation and checkpoint cadence, seed, output_dir
     RowSampler      shuffled passes over the train rows, seeded, with a position to resume from
+                    (``check_enough_rows``: at least one step's prompts_per_step rows)
     make_optimizer  AdamW over the trainable parameters + a constant or linear-decay schedule
     should_evaluate step 0, every ``eval_every`` steps, the last step
     ScratchTrainer  the loop: evaluate, step, log (``metrics.MetricsSink``), checkpoint, resume
+                    (a changed max_steps is refused when the schedule decays over it)
 
 A subclass implements ``step() -> dict`` (one sampled batch and its optimizer passes; it calls
 ``self.next_rows()`` and ``self.optimizer_step(loss)``) and, if it keeps state of its own that a
@@ -59,6 +61,16 @@ class RunConfig:
             raise ValueError("eval_every and save_steps must be >= 0")
         if self.save_steps and not self.output_dir:
             raise ValueError("save_steps > 0 needs an output_dir to write checkpoints to")
+
+
+def check_enough_rows(num_rows: int, prompts_per_step: int) -> None:
+    """ValueError unless the train rows fill one step's batch of ``prompts_per_step`` distinct
+    prompts. Fewer rows would repeat a prompt within a step here, and train 0 steps on the TRL
+    backend (its sampler drops an incomplete batch), so one config fails the same way on both."""
+    if num_rows < prompts_per_step:
+        raise ValueError(f"train_rows has {num_rows} row(s), but one step samples prompts_per_step={prompts_per_step} "
+                         f"distinct prompts: give at least {prompts_per_step} rows or set prompts_per_step <= "
+                         f"{max(1, num_rows)}")
 
 
 class RowSampler:
@@ -125,6 +137,8 @@ class ScratchTrainer:
 
     def __init__(self, model, tokenizer, train_rows: Sequence[dict], config: RunConfig, *,
                  eval_fn: Callable | None = None, callbacks: Sequence[Callable] = ()):
+        if train_rows:  # an empty list is RowSampler's to name
+            check_enough_rows(len(train_rows), config.prompts_per_step)
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.eval_fn = eval_fn
         self.sampler = RowSampler(train_rows, config.prompts_per_step, config.seed)
@@ -186,10 +200,10 @@ class ScratchTrainer:
         start = 0
         state = None
         if resume_from_checkpoint is not None:
+            self.check_config_change(ckpt.read_state(resume_from_checkpoint).get("config", {}))
             state = ckpt.load_checkpoint(resume_from_checkpoint, model=self.model, optimizer=self.optimizer,
                                          scheduler=self.scheduler)
             start = int(state["step"])
-            self._warn_on_config_change(state.get("config", {}))
             self.sampler.load_state_dict(state["sampler"])
             self.load_extra_state(state.get("extra", {}))
             self.load_extra_files(Path(resume_from_checkpoint))
@@ -222,10 +236,23 @@ class ScratchTrainer:
                                     scheduler=self.scheduler, state=state, tokenizer=self.tokenizer,
                                     total_limit=self.config.save_total_limit, write_extra=self.save_extra_files)
 
-    def _warn_on_config_change(self, saved: dict) -> None:
-        """A resumed run reproduces the first only with the same config; say what differs."""
-        harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "output_dir"}
+    @property
+    def schedule_depends_on_max_steps(self) -> bool:
+        """Whether the learning-rate schedule is laid out over max_steps (linear decay is)."""
+        return self.config.lr_scheduler_type != "constant"
+
+    def check_config_change(self, saved: dict) -> None:
+        """A resumed run reproduces the first only with the same config: refuse another max_steps
+        when the schedule is laid out over it (the rest of the run would follow another schedule),
+        and warn about any other difference that changes the run."""
         now = dataclasses.asdict(self.config)
+        if "max_steps" in saved and saved["max_steps"] != now["max_steps"] and self.schedule_depends_on_max_steps:
+            raise ValueError(
+                f"the checkpoint was written by a run with max_steps={saved['max_steps']}, this run has "
+                f"max_steps={now['max_steps']}: its learning-rate schedule decays over max_steps, so the resumed "
+                f"steps would follow another schedule than the interrupted run's. Resume with "
+                f"max_steps={saved['max_steps']} (or train with a constant schedule to extend a run)")
+        harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "output_dir"}
         changed = sorted(k for k in saved if k not in harmless and k in now and saved[k] != now[k])
         if changed:
             warnings.warn(f"resuming with a config that differs from the checkpoint's in {changed}: "

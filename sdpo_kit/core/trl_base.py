@@ -6,12 +6,14 @@
 * ``BASE_ARGS``: log every step, no trackers, keep the answer columns for the rewards, a
   constant learning rate unless asked (the scratch loop's default).
 * ``check_group_divisibility``: a batch that is not a whole number of groups fails before TRL,
-  naming the nearest valid sizes.
+  naming the nearest valid sizes; ``check_enough_rows``: a dataset smaller than one step's
+  distinct prompts fails too (TRL would train 0 steps).
 * ``MetricsCallback``: TRL's logs -> the scratch loop's rows (``sdpo_kit.core.metrics``), one row per
   sdpo_kit step, ``eval_fn`` at step 0 / every ``eval_every`` steps / the end; the rows also go
   into each TRL checkpoint, so a resumed run's ``metrics.jsonl`` holds the whole run.
 * ``train_trl(trainer, resume_from_checkpoint)``: ``Trainer.train(resume_from_checkpoint=...)``
-  with the callback told where the earlier rows are; returns the rows.
+  with the callback told where the earlier rows are; returns the rows. A max_steps other than
+  the checkpoint's is refused when the learning-rate schedule is laid out over it.
 * ``check_trl_runs_on(device)``: trl 1.15 (Unsloth's pin) computes GRPO's log-probs with a
   Triton kernel only, so its GRPOTrainer cannot run on a CPU; this says so before TRL crashes
   with ``'NoneType' object has no attribute 'apply'``. trl 1.16 falls back to torch off-GPU.
@@ -26,6 +28,7 @@ Left out on purpose: vLLM, multi-GPU launch, TRL's own eval loop (``eval_fn`` is
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -93,6 +96,30 @@ def check_group_divisibility(args: dict, world_size: int | None = None) -> None:
             f"is not divisible by num_generations={G}: TRL's GRPOTrainer needs whole groups. "
             f"Nearest valid per_device_train_batch_size: {_nearest_multiples(p, m)} "
             f"(or set prompts_per_step: batch = prompts_per_step x num_generations)."
+        )
+
+
+def check_enough_rows(num_rows: int | None, args) -> None:
+    """ValueError when the dataset cannot fill one step's generation batch, before any model work.
+
+    TRL's ``RepeatSampler`` cuts the shuffled rows into chunks of
+    ``generation_batch_size / num_generations`` distinct prompts and drops the incomplete last
+    chunk, so a dataset with fewer rows trains 0 steps, with only transformers' "stopping
+    training at step 0" to say so. ``args``: the built ``GRPOConfig`` (its ``generation_batch_size``
+    = per_device_train_batch_size x processes x steps_per_generation, resolved by TRL).
+    ``num_rows`` None (an iterable dataset, no length) is not checked.
+    """
+    if num_rows is None:
+        return
+    G = int(args.num_generations)
+    needed = int(args.generation_batch_size) // G
+    if num_rows < needed:
+        raise ValueError(
+            f"train_dataset has {num_rows} row(s), but one step needs {needed} distinct prompts "
+            f"(generation_batch_size {args.generation_batch_size} completions / num_generations {G}); TRL's sampler "
+            f"drops an incomplete batch, so training would stop at step 0. Give at least {needed} rows, or set "
+            f"prompts_per_step <= {num_rows} (or per_device_train_batch_size x gradient_accumulation_steps <= "
+            f"{num_rows * G})."
         )
 
 
@@ -214,16 +241,53 @@ class MetricsCallback(TrainerCallback):
             self.sink.log({"step": self._step(state.global_step), "eval/accuracy": self._evaluate(model)})
 
 
+def schedule_depends_on_max_steps(args) -> bool:
+    """Whether transformers lays the learning-rate schedule of ``args`` out over max_steps: every
+    schedule but ``constant`` (and ``reduce_lr_on_plateau``), and ``constant_with_warmup`` when its
+    warmup is a fraction of the run (``warmup_steps`` < 1, or transformers 4's ``warmup_ratio``)."""
+    kind = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
+    if kind in ("constant", "reduce_lr_on_plateau"):
+        return False
+    if kind == "constant_with_warmup":
+        warmup = float(getattr(args, "warmup_steps", 0) or 0)
+        return 0 < warmup < 1 or bool(getattr(args, "warmup_ratio", 0))
+    return True
+
+
+def check_resume_max_steps(checkpoint_max_steps: int, args, num_iterations: int = 1) -> None:
+    """ValueError when a resumed run changes max_steps under a schedule laid out over it.
+
+    transformers restores the scheduler's step count but builds its schedule from the new
+    ``max_steps``, so the rest of the run would follow another schedule than the interrupted
+    run's, silently. ``checkpoint_max_steps`` and ``args.max_steps`` count TRL steps (optimizer
+    passes); ``num_iterations`` (mu) turns them back into sdpo_kit steps for the message."""
+    now = int(args.max_steps)
+    if int(checkpoint_max_steps) == now or not schedule_depends_on_max_steps(args):
+        return
+    mu = max(1, int(num_iterations))
+    kind = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
+    raise ValueError(
+        f"the checkpoint was written by a run with max_steps={checkpoint_max_steps // mu} (TRL's "
+        f"{checkpoint_max_steps}), this run has max_steps={now // mu} (TRL's {now}): the {kind!r} learning-rate "
+        f"schedule is laid out over max_steps, so the resumed steps would follow another schedule than the "
+        f"interrupted run's. Resume with max_steps={checkpoint_max_steps // mu} (or train with "
+        f"lr_scheduler_type='constant' to extend a run)")
+
+
 def train_trl(trainer, resume_from_checkpoint: str | Path | None = None) -> list[dict]:
     """``trainer.train(resume_from_checkpoint=...)`` for a trainer built with a ``MetricsCallback``
     (``trainer.metrics_callback``); the checkpoint's rows are carried into the new metrics.jsonl.
-    Returns the rows (``trainer.metrics_callback.history``)."""
+    A max_steps other than the checkpoint's is refused when the schedule is laid out over it
+    (``check_resume_max_steps``). Returns the rows (``trainer.metrics_callback.history``)."""
     cb = trainer.metrics_callback
     if resume_from_checkpoint is not None:
         path = Path(resume_from_checkpoint)
         if not (path / "trainer_state.json").exists():
             raise FileNotFoundError(f"{path} is not a TRL / transformers checkpoint (no trainer_state.json); "
                                     f"pass a folder like OUTPUT_DIR/checkpoint-N")
+        saved = json.loads((path / "trainer_state.json").read_text())
+        if saved.get("max_steps"):
+            check_resume_max_steps(saved["max_steps"], trainer.args, cb.mu)
         cb.resume_rows = read_jsonl(path / ROWS_FILE) if (path / ROWS_FILE).exists() else None
     trainer.train(resume_from_checkpoint=str(resume_from_checkpoint) if resume_from_checkpoint else None)
     return cb.history

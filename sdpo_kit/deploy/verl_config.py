@@ -143,8 +143,8 @@ def _grpo(cfg, s: VerlSettings) -> None:
         s.unmapped.append("trainer.scale_rewards=batch: verl's GRPO divides by the group's std (group written)")
     if tc.beta > 0:
         s.unmapped.append("trainer.beta: ours weighs each token's k3 by the importance ratio (bias-corrected, "
-                          "as TRL's use_bias_correction_kl); verl's kl_loss is plain k3: the same value at ratio 1, "
-                          "another gradient after the first pass")
+                          "as TRL's use_bias_correction_kl); verl's kl_loss is plain k3: the same value at ratio 1 "
+                          "(on-policy), another gradient on every pass (d(k3 x ratio) = dk3 + k3 dlogp at ratio 1)")
     _schedule(tc.lr_scheduler_type, "lr_scheduler_type", s)
 
 

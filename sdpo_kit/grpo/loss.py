@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from sdpo_kit.core.logprobs import check_same_shape, kl_k3, masked_mean, masked_sum
+from sdpo_kit.core.logprobs import check_same_shape, kl_k3, kl_penalty, masked_mean, masked_sum
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -99,7 +99,7 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
         ratio_t = exp(logp_t - old_logp_t)
         l_t     = -min(ratio_t * A, clip(ratio_t, 1 - epsilon, 1 + epsilon_high) * A)
                   + beta * KL_t
-        KL_t    = k3(logp_t, ref_logp_t) * (ratio_t if use_bias_correction_kl else 1)
+        KL_t    = k3(logp_t, ref_logp_t) * (ratio_t if use_bias_correction_kl else 1)   (core.logprobs.kl_penalty)
         loss    = aggregate(l, mask, loss_type)
 
     Args (shapes):
@@ -138,7 +138,7 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
         kl = kl_k3(logp, ref_logp)                                              # (B, T) raw estimate
         if beta != 0.0:
             # the penalty is aggregated like the surrogate (TRL adds it per token, same sum)
-            penalty = kl * ratio if use_bias_correction_kl else kl              # (B, T)
+            penalty = kl_penalty(logp, ref_logp, old_logp if use_bias_correction_kl else None)  # (B, T)
             loss = policy_loss + beta * aggregate_loss(penalty, mask, loss_type, max_completion_length)  # scalar
 
     with torch.no_grad():

@@ -16,7 +16,8 @@ Unsloth's patched ``GRPOTrainer`` (Colab's fast path) is the one that runs. What
 * reward functions wrapped with ``rewards.checked`` (a reward that raises or returns NaN / inf
   fails naming the function); dataset columns checked up front (``rewards.check_columns``);
 * a batch that is not a whole number of groups fails here, before TRL, naming the nearest
-  valid sizes (``trl_base.check_group_divisibility``);
+  valid sizes (``trl_base.check_group_divisibility``), and so does a dataset with fewer rows
+  than one step's distinct prompts, which TRL would train for 0 steps (``trl_base.check_enough_rows``);
 * ``trl_base.MetricsCallback``: ``output_dir/metrics.jsonl`` with the scratch loop's keys.
 
 ``TRLGRPOConfig`` is the same knobs as the scratch loop's ``GRPOSettings`` plus ``preset`` and
@@ -36,6 +37,7 @@ import torch
 from sdpo_kit.core.trl_base import (
     BASE_ARGS,
     MetricsCallback,
+    check_enough_rows,
     check_group_divisibility,
     check_trl_runs_on,
     quiet,
@@ -151,10 +153,12 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     check_trl_runs_on("cpu" if args.get("use_cpu") or not torch.cuda.is_available() else "cuda")
     if reward_weights is not None:
         args["reward_weights"] = list(reward_weights)
+    trl_config = args_class(**args)
+    check_enough_rows(len(train_dataset) if hasattr(train_dataset, "__len__") else None, trl_config)
     trainer_cbs, sinks = split_callbacks(callbacks)
     metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1)
     trainer = trainer_class(
-        model=model, reward_funcs=[checked(f) for f in reward_funcs], args=args_class(**args),
+        model=model, reward_funcs=[checked(f) for f in reward_funcs], args=trl_config,
         train_dataset=train_dataset, processing_class=tokenizer, callbacks=[metrics_cb, *trainer_cbs],
     )
     if not verbose:

@@ -88,6 +88,10 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
     def updates_per_step(self) -> int:
         return self.config.ppo_epochs * self.config.updates_per_epoch
 
+    @property
+    def schedule_depends_on_max_steps(self) -> bool:
+        return self.config.scheduler_name != "constant"  # linear and cosine are laid out over max_steps
+
     def _setup_optimizer(self) -> torch.optim.Optimizer:
         cfg = self.config
         params = [p for p in self.pv.parameters() if p.requires_grad]

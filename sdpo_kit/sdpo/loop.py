@@ -3,7 +3,8 @@
     for step in 1..max_steps:
         q  <- prompts;  o <- G completions each;  r, feedback <- rewards (floats or {score, feedback})
         teacher prompt <- q + the first successful sibling's completion and / or the feedback
-                          (reprompt.build_teacher_prompts; mask 0 where neither exists)
+                          (reprompt.build_teacher_prompts; mask 0 where neither exists), within
+                          max_reprompt_len tokens by cutting the demonstration's head, never the question
         for mu = 1..num_iterations:
             s <- student logits on (q, o);  t <- teacher logits on (teacher prompt, o), no grad
             minimise  w * sdpo_loss(s, t, o, mask)  [+ (1 - w) * GRPO's clipped surrogate]
@@ -11,6 +12,8 @@
 
 Field names and defaults follow ``trl.experimental.sdpo.SDPOConfig`` (``SDPOFields``); ``beta``
 is forced to 0 (SDPO has no KL-to-reference term; the teacher takes the reference slot).
+``loss_type`` aggregates the GRPO term only (TRL's SDPO too): the distillation term has its own
+aggregation, so with ``distillation_weight=1`` any loss_type but the default is refused.
 
 Metric keys (besides GRPO's batch keys): sdpo/distill_loss, sdpo/teacher_coverage (fraction of
 rows with a teacher), sdpo/success_rate, sdpo/success_group_frac, sdpo/feedback_frac,
@@ -37,11 +40,14 @@ from sdpo_kit.sdpo.reprompt import (
     FEEDBACK_TEMPLATE,
     REPROMPT_TEMPLATE,
     SOLUTION_TEMPLATE,
+    TeacherSelection,
+    fit_teacher_prompts,
     render_teacher_prompts,
     select_teachers,
 )
 from sdpo_kit.sdpo.teacher import TEACHER_KINDS, Teacher
 
+DISTILLATION_LOSS_TYPE = "dapo"  # the only loss_type pure distillation accepts: the default, which it ignores
 COVERAGE_WARN_STEPS = 10  # steps in a row without any teacher before saying so (TRL's diagnostics interval)
 
 
@@ -55,6 +61,8 @@ class SDPOFields:
     distillation_add_tail: bool = False
     distillation_is_clip: float | None = 2.0
     distillation_weight: float = 1.0             # 1: pure distillation; else (1 - w) GRPO + w SDPO
+    # loss_type (GRPO's field) aggregates the GRPO term only, as in TRL's SDPO; the distillation
+    # term is always the per-sequence token mean, then the mean over sequences (sdpo.loss)
     distillation_micro_batch_size: int | None = None  # rows per teacher forward (the longer one); None: all
     teacher_model_kind: str = "ema"              # live | base | ema
     teacher_update_rate: float = 0.05
@@ -88,21 +96,56 @@ class SDPOFields:
             raise ValueError(f"teacher_model_kind must be one of {TEACHER_KINDS}, got {self.teacher_model_kind!r}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {LOSS_TYPES}")
+        if self.loss_type != DISTILLATION_LOSS_TYPE and self.distillation_weight == 1.0:
+            raise ValueError(
+                f"loss_type={self.loss_type!r} would change nothing with distillation_weight=1.0: the "
+                f"self-distillation term always averages each sequence's tokens, then the sequences (TRL's "
+                f"SDPO aggregation); loss_type aggregates only the GRPO term, used when distillation_weight < 1. "
+                f"Leave loss_type at {DISTILLATION_LOSS_TYPE!r}, or set distillation_weight < 1")
+
+    def select_teachers(self, rewards, feedbacks, num_generations: int | None = None) -> TeacherSelection:
+        """Each row's demonstration and feedback, by this config's rules (``reprompt.select_teachers``)."""
+        return select_teachers(rewards, num_generations or self.num_generations, feedbacks,
+                               success_threshold=self.success_reward_threshold,
+                               dont_reprompt_on_self_success=self.dont_reprompt_on_self_success,
+                               include_feedback=self.include_environment_feedback,
+                               feedback_only_without_solution=self.environment_feedback_only_without_solution,
+                               use_successful_as_teacher=self.use_successful_as_teacher)
+
+    @property
+    def templates(self) -> dict:
+        return dict(reprompt_template=self.reprompt_template, solution_template=self.solution_template,
+                    feedback_template=self.feedback_template,
+                    remove_thinking_from_demonstration=self.remove_thinking_from_demonstration)
 
     def teacher_prompts(self, prompts, completions, rewards, feedbacks, num_generations: int | None = None):
-        """(teacher prompts, ``TeacherSelection``) of a batch, by this config's rules and templates."""
-        selection = select_teachers(rewards, num_generations or self.num_generations, feedbacks,
-                                    success_threshold=self.success_reward_threshold,
-                                    dont_reprompt_on_self_success=self.dont_reprompt_on_self_success,
-                                    include_feedback=self.include_environment_feedback,
-                                    feedback_only_without_solution=self.environment_feedback_only_without_solution,
-                                    use_successful_as_teacher=self.use_successful_as_teacher)
-        prompts = render_teacher_prompts(prompts, completions, feedbacks, selection,
-                                         reprompt_template=self.reprompt_template,
-                                         solution_template=self.solution_template,
-                                         feedback_template=self.feedback_template,
-                                         remove_thinking_from_demonstration=self.remove_thinking_from_demonstration)
-        return prompts, selection
+        """(teacher prompts, ``TeacherSelection``) of a batch, by this config's rules and templates,
+        not cut to ``max_reprompt_len`` (``teacher_batch`` cuts them)."""
+        selection = self.select_teachers(rewards, feedbacks, num_generations)
+        return render_teacher_prompts(prompts, completions, feedbacks, selection, **self.templates), selection
+
+    def teacher_batch(self, tokenizer, prompts, completions, rewards, feedbacks, num_generations: int | None = None,
+                      device=None):
+        """What both backends feed the teacher: (ids, mask, ``TeacherSelection``, fraction of rows cut).
+
+        The teacher prompts (``teacher_prompts``), each kept within ``max_reprompt_len`` tokens by
+        cutting the head of its demonstration, then of its feedback, so the question and the
+        instruction stay (``reprompt.fit_teacher_prompts``), then left-padded (``teacher_prompt_batch``,
+        whose left cut is left for a question that alone is too long)."""
+        selection = self.select_teachers(rewards, feedbacks, num_generations)
+
+        def count_tokens(batch: list) -> list[int]:
+            return encode_prompts(tokenizer, batch)["attention_mask"].sum(1).tolist()
+
+        teacher, over = fit_teacher_prompts(prompts, completions, feedbacks, selection, count_tokens,
+                                            self.max_reprompt_len, **self.templates)
+        fitted = sum(o and count_tokens([t])[0] <= self.max_reprompt_len for o, t in zip(over, teacher))
+        if fitted:  # the rest still over: teacher_prompt_batch cuts them from the left and says so
+            warnings.warn(f"SDPO: {fitted} teacher prompt(s) longer than max_reprompt_len={self.max_reprompt_len} "
+                          f"tokens: the head of their demonstration (then feedback) was cut, the question kept "
+                          f"(sdpo/reprompt_truncated counts them)", stacklevel=2)
+        ids, mask, _ = teacher_prompt_batch(tokenizer, teacher, self.max_reprompt_len, device)
+        return ids, mask, selection, sum(over) / max(1, len(over))
 
 
 @dataclass
@@ -112,14 +155,16 @@ class SDPOLoopConfig(SDPOFields, GRPOConfig):
 
 def teacher_prompt_batch(tokenizer, teacher_prompts: Sequence, max_len: int, device=None):
     """Left-padded ids / mask of the teacher prompts, each cut from the left to ``max_len``
-    tokens; returns (ids, mask, fraction of prompts that were cut)."""
+    tokens (TRL's cut: it loses the question first; ``SDPOFields.teacher_batch`` shortens the
+    demonstration before this); returns (ids, mask, fraction of prompts that were cut)."""
     enc = encode_prompts(tokenizer, teacher_prompts)
     ids, mask = enc["input_ids"], enc["attention_mask"]                        # (B, L)
     cut = mask.sum(1) > max_len                                                # (B,)
     if cut.any():  # left padding: the last max_len positions hold every prompt's last tokens
         ids, mask = ids[:, -max_len:], mask[:, -max_len:]
         warnings.warn(f"SDPO: {int(cut.sum())} teacher prompt(s) longer than max_reprompt_len={max_len} tokens were "
-                      f"cut from the left (sdpo/reprompt_truncated counts them)", stacklevel=2)
+                      f"cut from the left, losing the head of the question (sdpo/reprompt_truncated counts them)",
+                      stacklevel=2)
     to = (lambda x: x.to(device)) if device is not None else (lambda x: x)
     return to(ids), to(mask), cut.float().mean().item()
 
@@ -178,9 +223,9 @@ class SDPOLoop(GRPOLoop):
         device = ro.completion_mask.device
         prompts = [r["prompt"] for r in rows for _ in range(G)]
         completions = self.completions(ro, rows)
-        teacher_prompts, selection = cfg.teacher_prompts(prompts, completions, rewards, feedbacks)
+        t_ids, t_mask, selection, truncated = cfg.teacher_batch(self.tokenizer, prompts, completions, rewards,
+                                                                feedbacks, device=device)
         sd_mask = selection.mask                                                        # (B,)
-        t_ids, t_mask, truncated = teacher_prompt_batch(self.tokenizer, teacher_prompts, cfg.max_reprompt_len, device)
         mask = ro.completion_mask * sd_mask.to(device).unsqueeze(1)                    # (B, T)
         advantages = None
         if cfg.distillation_weight < 1.0:

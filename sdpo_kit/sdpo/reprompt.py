@@ -14,8 +14,12 @@ The same selection and default templates as TRL's ``SuccessfulRolloutTeacherCont
 * chat prompts: the reprompt replaces the last user message's text (earlier messages kept; a
   prompt that does not end with a user turn is an error), plain prompts are reprompted whole.
 
-``truncate_left(ids, max_len)`` cuts a tokenised teacher prompt from the left (TRL's
-``max_reprompt_len``), keeping the end where the question and the instruction sit.
+``fit_teacher_prompts(..., count_tokens, max_len)`` keeps each teacher prompt within
+``max_reprompt_len`` tokens by cutting the head of its demonstration (then of its feedback), so
+the question (first in the default template) and the instruction after the demonstration stay
+whole. TRL cuts the tokenised prompt from the left instead, which loses the question first;
+``truncate_left(ids, max_len)`` is that cut, left as the last resort for a question that alone is
+too long.
 
 Left out on purpose: multi-process gathering (the trainers pass the whole generation batch).
 """
@@ -23,7 +27,7 @@ Left out on purpose: multi-process gathering (the trainers pass the whole genera
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -126,27 +130,94 @@ def render_teacher_prompts(prompts: Sequence, completions: Sequence, feedbacks: 
     if len(prompts) != len(selection.demo) or len(completions) != len(selection.demo):
         raise ValueError(f"prompts ({len(prompts)}), completions ({len(completions)}) and rewards "
                          f"({len(selection.demo)}) must have one entry per row")
+    templates = dict(reprompt_template=reprompt_template, solution_template=solution_template,
+                     feedback_template=feedback_template)
     teacher = []
     for i, prompt in enumerate(prompts):
-        if selection.demo[i] is None and not selection.use_feedback[i]:
-            teacher.append(prompt)
-            continue
-        solution = ""
-        if selection.demo[i] is not None:
-            text = completion_text(completions[selection.demo[i]])
-            if remove_thinking_from_demonstration:
-                text = THINKING.sub("", text).strip()
-            solution = solution_template.format(successful_previous_attempt=text)
-        feedback = feedback_template.format(feedback_raw=feedbacks[i]) if selection.use_feedback[i] else ""
-        if isinstance(prompt, str):
-            teacher.append(reprompt_template.format(prompt=prompt, solution=solution, feedback=feedback))
-        else:
-            text = reprompt_template.format(prompt=_last_user_text(prompt), solution=solution, feedback=feedback)
-            teacher.append(list(prompt[:-1]) + [{"role": "user", "content": text}])
+        attempt, feedback = _row_parts(i, completions, feedbacks, selection, remove_thinking_from_demonstration)
+        teacher.append(prompt if attempt is None and feedback is None else reprompt(prompt, attempt, feedback, **templates))
     return teacher
 
 
+def _row_parts(i: int, completions: Sequence, feedbacks: Sequence | None, selection: TeacherSelection,
+               remove_thinking: bool) -> tuple[str | None, str | None]:
+    """(row i's demonstration text or None, its feedback text or None)."""
+    attempt = None
+    if selection.demo[i] is not None:
+        attempt = completion_text(completions[selection.demo[i]])
+        if remove_thinking:
+            attempt = THINKING.sub("", attempt).strip()
+    return attempt, (feedbacks[i] if selection.use_feedback[i] else None)
+
+
+def reprompt(prompt, attempt: str | None, feedback: str | None, *, reprompt_template: str = REPROMPT_TEMPLATE,
+             solution_template: str = SOLUTION_TEMPLATE, feedback_template: str = FEEDBACK_TEMPLATE):
+    """One teacher prompt: ``prompt`` (text, or chat messages whose last user text is reprompted)
+    with the demonstration ``attempt`` and / or the ``feedback`` (None: that part is left out)."""
+    solution = solution_template.format(successful_previous_attempt=attempt) if attempt is not None else ""
+    fb = feedback_template.format(feedback_raw=feedback) if feedback is not None else ""
+    if isinstance(prompt, str):
+        return reprompt_template.format(prompt=prompt, solution=solution, feedback=fb)
+    text = reprompt_template.format(prompt=_last_user_text(prompt), solution=solution, feedback=fb)
+    return list(prompt[:-1]) + [{"role": "user", "content": text}]
+
+
+def _cut_head(text: str, fits: Callable[[str], bool]) -> str | None:
+    """The longest tail of ``text`` for which ``fits`` holds (binary search on the characters cut
+    from the head; ``fits`` is near-monotone in the tail's length), or None if not even "" fits."""
+    if fits(text):
+        return text
+    if not fits(""):
+        return None
+    lo, hi = 0, len(text)  # text[lo:] does not fit, text[hi:] fits
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(text[mid:]) else (mid, hi)
+    return text[hi:]
+
+
+def fit_teacher_prompts(prompts: Sequence, completions: Sequence, feedbacks: Sequence | None,
+                        selection: TeacherSelection, count_tokens: Callable[[list], list[int]], max_len: int, *,
+                        reprompt_template: str = REPROMPT_TEMPLATE, solution_template: str = SOLUTION_TEMPLATE,
+                        feedback_template: str = FEEDBACK_TEMPLATE,
+                        remove_thinking_from_demonstration: bool = False) -> tuple[list, list[bool]]:
+    """``render_teacher_prompts``, each prompt cut to at most ``max_len`` tokens (``count_tokens``
+    counts the tokens of each of a list of rendered prompts, as the trainer tokenises them; called
+    once for the batch, then per row that is over) where the cut hurts least: the head of the
+    demonstration goes first (its end, the answer, stays), then the head of the feedback. The
+    question, the template's instruction after the demonstration and any earlier chat turns stay
+    whole. Returns (teacher prompts, whether each row was over ``max_len``).
+
+    A row whose question and instruction alone are over ``max_len`` loses its demonstration and
+    feedback sections (the question keeps all the room there is) and stays over: the caller's
+    left cut (``truncate_left``, TRL's) is the last resort and loses the question's head."""
+    templates = dict(reprompt_template=reprompt_template, solution_template=solution_template,
+                     feedback_template=feedback_template)
+    teacher = render_teacher_prompts(prompts, completions, feedbacks, selection,
+                                     remove_thinking_from_demonstration=remove_thinking_from_demonstration, **templates)
+    over = [n > max_len for n in count_tokens(teacher)]
+    for i in (i for i, o in enumerate(over) if o):
+        attempt, feedback = _row_parts(i, completions, feedbacks, selection, remove_thinking_from_demonstration)
+        teacher[i] = _fit_row(prompts[i], attempt, feedback, lambda p: count_tokens([p])[0] <= max_len, templates)
+    return teacher, over
+
+
+def _fit_row(prompt, attempt: str | None, feedback: str | None, fits: Callable[[object], bool], templates: dict):
+    """One teacher prompt that ``fits``: the demonstration's head cut first, then the feedback's."""
+    if attempt is not None:  # the demonstration's head first, the feedback whole
+        cut = _cut_head(attempt, lambda a: fits(reprompt(prompt, a, feedback, **templates)))
+        if cut is not None:
+            return reprompt(prompt, cut, feedback, **templates)
+    if feedback is not None:  # no room for any demonstration: its section goes, then the feedback's head
+        feedback = _cut_head(feedback, lambda f: fits(reprompt(prompt, None, f, **templates)))  # None: no room
+    return reprompt(prompt, None, feedback, **templates)
+
+
 def truncate_left(ids: Sequence[int], max_len: int) -> tuple[list[int], bool]:
-    """(the last ``max_len`` ids, whether anything was cut): TRL's ``max_reprompt_len``."""
+    """(the last ``max_len`` ids, whether anything was cut): TRL's ``max_reprompt_len`` cut.
+
+    It keeps the end of the prompt, and the default template puts the question first, so on a
+    prompt with a demonstration it loses the question before the demonstration:
+    ``fit_teacher_prompts`` cuts the demonstration instead, and this is only its last resort."""
     ids = list(ids)
     return (ids[-max_len:], True) if len(ids) > max_len else (ids, False)

@@ -17,7 +17,9 @@ to 0 with a warning and the teacher (``sdpo.teacher.Teacher``: live, base, or an
 sits in the reference-model slot. Reward functions may return ``{"score", "feedback"}``: the
 builder wraps them so the feedback reaches the teacher prompts.
 
-Equal to TRL 1.16's SDPOTrainer on the same batch with the same teacher (a test builds both).
+Equal to TRL 1.16's SDPOTrainer on the same batch with the same teacher (a test builds both),
+except for a teacher prompt over ``max_reprompt_len`` tokens: TRL cuts it from the left, losing the
+question first; here the head of its demonstration goes instead (``SDPOFields.teacher_batch``).
 Import after Unsloth (``models.load_policy`` on a GPU does), so the class derives from the
 patched GRPOTrainer; the CLI and the registry import it late.
 """
@@ -34,7 +36,7 @@ from trl import GRPOConfig, GRPOTrainer
 from sdpo_kit.core.logprobs import token_logprobs
 from sdpo_kit.grpo.loss import grpo_loss
 from sdpo_kit.grpo.trl import TRLGRPOConfig, build_from_config
-from sdpo_kit.sdpo.loop import SDPOFields, teacher_prompt_batch
+from sdpo_kit.sdpo.loop import SDPOFields
 from sdpo_kit.sdpo.loss import sdpo_loss
 from sdpo_kit.sdpo.teacher import Teacher
 
@@ -97,9 +99,8 @@ class SDPOTrainer(GRPOTrainer):
         texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
         completions = [[{"role": "assistant", "content": t}] for t in texts] if not isinstance(prompts[0], str) else texts
         feedbacks = self._feedbacks(B)
-        teacher_prompts, selection = a.teacher_prompts(prompts, completions, rewards, feedbacks, G)
-        ids, mask, truncated = teacher_prompt_batch(self.processing_class, teacher_prompts, a.max_reprompt_len,
-                                                    output["completion_ids"].device)
+        ids, mask, selection, truncated = a.teacher_batch(self.processing_class, prompts, completions, rewards,
+                                                          feedbacks, G, output["completion_ids"].device)
         output["teacher_input_ids"] = torch.cat([ids, output["completion_ids"]], 1)
         output["teacher_attention_mask"] = torch.cat([mask, output["completion_mask"]], 1)
         output["self_distillation_mask"] = selection.mask.to(output["completion_ids"].device)

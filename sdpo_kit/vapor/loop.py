@@ -8,7 +8,7 @@
         log pi_ref(y_w), log pi_ref(y_l) over the preference spans, once
         for mu = 1..num_iterations:
             log P <- preference_beta * DPO margin of (y_w, y_l) under pi vs pi_ref
-            minimise vapor_loss(logp, old_logp, S, A, log P)   [+ beta * k3 KL to pi_ref]
+            minimise vapor_loss(logp, old_logp, S, A, log P)   [+ beta * vapor_kl: GRPO's k3 x ratio]
 
 ``vapor_variant="additive"`` is the repaired form the VAPOR notebook measures: GRPO's clipped
 surrogate on the span (log P = 0 inside it) plus ``preference_weight`` x DPO's loss
@@ -32,11 +32,10 @@ from dataclasses import dataclass
 import torch
 
 from sdpo_kit.core.checkpoint import is_peft
-from sdpo_kit.core.logprobs import kl_k3, masked_mean
 from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
 from sdpo_kit.grpo.loss import group_advantages
 from sdpo_kit.lab.tasks import check_preference_rows
-from sdpo_kit.vapor.loss import preference_dpo_loss, preference_log_term, vapor_loss
+from sdpo_kit.vapor.loss import preference_dpo_loss, preference_log_term, vapor_kl, vapor_loss
 from sdpo_kit.vapor.parts import (
     as_reference,
     completion_span_mask,
@@ -143,9 +142,10 @@ class VAPORLoop(GRPOLoop):
             log_pref = preference_log_term(chosen, ref_chosen, rejected, ref_rejected, cfg.preference_beta)  # (P,)
             loss, stats, extra = vapor_objective(logp, old_logp, span, advantages, log_pref, found, cfg, G)
             policy_loss = loss.detach()
-            kl = masked_mean(kl_k3(logp, ref_logp), mask) if ref_logp is not None else torch.zeros((), device=device)
-            if cfg.beta != 0.0:
-                loss = loss + cfg.beta * kl                                             # scalar
+            kl = torch.zeros((), device=device)
+            if ref_logp is not None:  # GRPO's KL term: k3 x the importance ratio (vapor_kl)
+                penalty, kl = vapor_kl(logp, ref_logp, mask, old_logp)                  # scalar, scalar
+                loss = loss + cfg.beta * penalty                                        # scalar
             self.optimizer_step(loss)
         return {
             **self.batch_metrics(rewards, per_func, mask),

@@ -11,8 +11,8 @@ between the verifiable tags, ``span_mask``) and one chosen / rejected pair (y_w,
     loss    = mean_i -min(h_i A_i, clip(h_i, 1 - epsilon, 1 + epsilon_high) A_i)
 
 Names: in TRL, ``beta`` is the KL weight, and it keeps that meaning here (the trainers add
-``beta * k3 KL`` to the reference, separately); the design notes' preference temperature is
-``preference_beta``. Dimension letters as in ``core.logprobs``, plus P prompts (B = P * G).
+``beta * vapor_kl``, GRPO's ratio-weighted k3 KL to the reference, separately); the design
+notes' preference temperature is ``preference_beta``. Dimension letters as in ``core.logprobs``, plus P prompts (B = P * G).
 
 Also here: ``preference_dpo_loss``, DPO's ``-log sigmoid(log P)`` on the same pairs, the
 preference half of the additive variant (GRPO on the span plus lambda x DPO) that the VAPOR
@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sdpo_kit.core.logprobs import check_same_shape, masked_mean
+from sdpo_kit.core.logprobs import check_same_shape, kl_k3, kl_penalty, masked_mean
 
 LOG_H_BOUND = 20.0  # |log h| is clamped here: exp(20) ~ 5e8 is finite in fp32, exp(1000) is not
 
@@ -107,3 +107,22 @@ def preference_dpo_loss(log_preference: torch.Tensor, found: torch.Tensor | None
         stats = {"margin_mean": (log_preference * found).sum() / n,
                  "accuracy": ((log_preference > 0).to(found.dtype) * found).sum() / n}
     return loss, stats
+
+
+def vapor_kl(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, old_logp: torch.Tensor | None = None):
+    """The KL term both VAPOR trainers add as ``beta * penalty``: GRPO's per-token penalty
+    (``core.logprobs.kl_penalty``: k3 times the importance ratio, as ``grpo_loss`` and TRL's
+    ``use_bias_correction_kl``), token mean over the completion mask (DAPO's aggregation, which
+    is ``grpo_loss``'s default ``loss_type`` for one process):
+
+        ratio_t = exp(logp_t - old_logp_t)
+        penalty = sum_bt mask_bt k3_bt ratio_bt / sum_bt mask_bt
+
+    logp, ref_logp, mask, old_logp: (B, T); ``old_logp`` None drops the ratio (plain k3).
+    Returns ``(penalty, kl)``: the scalar to weigh by ``beta``, and the raw k3 masked mean,
+    detached (the logged ``loss/kl``, as ``grpo_loss``'s ``stats["kl"]``)."""
+    check_same_shape(logp, ref_logp=ref_logp, mask=mask, old_logp=old_logp)
+    mask = mask.to(logp.dtype)
+    penalty = masked_mean(kl_penalty(logp, ref_logp, old_logp), mask)          # scalar
+    kl = masked_mean(kl_k3(logp.detach(), ref_logp), mask)                     # scalar
+    return penalty, kl

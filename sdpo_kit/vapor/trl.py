@@ -7,7 +7,8 @@ The trainer overrides only what it must:
   and the chosen / rejected sequences of each row with their preference-span log-probs under
   the reference (computed once per generation batch, each distinct pair once);
 * ``_compute_loss``: ``vapor.loss`` on the micro-batch (each distinct pair's policy
-  log-probs computed once), plus ``beta * k3`` KL when ``beta > 0``.
+  log-probs computed once), plus ``beta * vapor_kl`` when ``beta > 0`` (GRPO's KL term: k3 x
+  the importance ratio unless ``use_bias_correction_kl`` is off, as in TRL's GRPO).
 
 Everything else (data loading, the repeat sampler, gradient accumulation, checkpoints, which
 save the VAPOR fields with the config) is TRL's. The reference is TRL's when ``beta > 0``, else a
@@ -35,11 +36,10 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from sdpo_kit.core.checkpoint import is_peft
-from sdpo_kit.core.logprobs import kl_k3, masked_mean
 from sdpo_kit.grpo.trl import TRLGRPOConfig, build_from_config
 from sdpo_kit.lab.tasks import check_preference_rows
 from sdpo_kit.vapor.loop import VAPORFields, vapor_metrics, vapor_objective
-from sdpo_kit.vapor.loss import preference_log_term
+from sdpo_kit.vapor.loss import preference_log_term, vapor_kl
 from sdpo_kit.vapor.parts import (
     PreferenceBatch,
     as_reference,
@@ -151,9 +151,10 @@ class VAPORTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         metrics = self._metrics[mode]
         metrics["policy_loss"].append(loss.item())
-        if self.beta != 0.0:
-            kl = masked_mean(kl_k3(logp, inputs["ref_per_token_logps"]), mask)                      # scalar
-            loss = loss + self.beta * kl
+        if self.beta != 0.0:  # GRPO's KL term, the scratch loop's: k3 x the importance ratio
+            penalty, kl = vapor_kl(logp, inputs["ref_per_token_logps"], mask,
+                                   old_logp if args.use_bias_correction_kl else None)               # scalar, scalar
+            loss = loss + self.beta * penalty
             metrics["kl"].append(kl.item())
         for key, value in {**vapor_metrics(log_pref, found, stats), **extra, "clip_ratio/region_mean": stats["clip_frac"],
                            "clip_ratio/low_mean": stats["clip_frac_low"],
