@@ -15,7 +15,11 @@ Part 2, speed (TRL backend, evaluation off, first 5 steps dropped): seconds per 
 ``SDPOTrainer(GRPOTrainer)``, TRL's ``trl.experimental.sdpo.SDPOTrainer`` and ``GRPOTrainer`` on
 the same knobs.
 
-Part 3, test time: ``test_time.compare_with_best_of_n`` on the held-out rows the warm start gets
+Part 3, the teacher (``sdpo.teacher_quality`` on the held-out rows, the configs' templates): the warm
+start's accuracy from the plain prompt, shown the answer as a sibling's, and with the checker's
+feedback on its greedy failures.
+
+Part 4, test time: ``test_time.compare_with_best_of_n`` on the held-out rows the warm start gets
 wrong: test-time self-distillation (one sample a round, 4 rounds, the checker's feedback in the
 reprompt) vs best-of-4, the same number of samples (with 8 a round, plain sampling already finds
 almost every tiny-lab answer in round 1, which would measure nothing). Writes ``benchmarks/results/sdpo.json``.
@@ -147,6 +151,10 @@ def main():
     tpl = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
     test_time = compare_with_best_of_n(model, tok, task, task.splits()[1][:args.tt_rows], feedback_reward(), n=1,
                                        rounds=4, temperature=cfg.trainer.temperature, seed=0, **tpl)
+    # what the warm start does with the teacher's context, in the configs' templates (the SDPO page's reasons)
+    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+
+    teacher = teacher_quality(model, tok, task, task.splits()[1], **tpl)
 
     print(f"\nmachine: {machine()}\n")
     rows = []
@@ -157,9 +165,10 @@ def main():
     print(table(["method", "acc after (median)", "per seed", "steps to GRPO's final", "wall s"], rows))
     print("s/step:", {k: round(v["median_s"], 3) for k, v in speed.items()})
     print("test time:", test_time)
+    print("teacher:", teacher)
     write_results("sdpo", config={"configs": ["configs/sdpo.yaml", "configs/sdpo_feedback.yaml"], "steps": args.steps,
                                   "seeds": args.seeds, "speed_steps": args.speed_steps, "tt_rows": args.tt_rows},
-                  runs=runs, summary={"speed": speed, "test_time": test_time})
+                  runs=runs, summary={"speed": speed, "test_time": test_time, "teacher": teacher})
 
 
 if __name__ == "__main__":

@@ -5,5 +5,7 @@
     tasks.py         the Task protocol and the synthetic verifiable tasks (arithmetic, tagged
                      answers), split into train and held-out problems by what makes two prompts the
                      same problem
+    feedback.py      checkers' feedback on a number: too large / too small, or which digits are wrong
+    skill.py         the SDPO skill lab's dial: SFT rows whose prompt is SDPO's teacher prompt
     environments.py  the Environment protocol (a step returns score and feedback), ArithmeticEnvironment
 """

@@ -11,7 +11,9 @@ Everything here is built in code, so CI and a laptop without a hub can run every
 * ``warm_start()``: a short, deterministic SFT, cached on disk, on the task plus examples that
   copy a solution shown in the prompt (``tasks.HINT_TEMPLATE``; the skill SDPO's reprompted
   teacher relies on), stopped early so held-out greedy accuracy stays in the middle and RL has
-  room to show. ``LabConfig.copy_steps`` adds a copy-only phase (see its comment).
+  room to show. ``LabConfig.copy_steps`` adds a copy-only phase (see its comment);
+  ``LabConfig.context_steps`` is the SDPO skill lab's dial (``lab/skill.py``): steps on SDPO's
+  teacher prompts interleaved with the task's, whose budget stays fixed.
 
 Left out on purpose: BPE (a character vocabulary keeps the model tiny and every string
 covered) and any download.
@@ -91,6 +93,10 @@ class LabConfig:
     sft_batch_size: int = 64
     sft_lr: float = 3e-3
     copy_fraction: float = 0.3
+    # the in-context-skill dial (the SDPO skill lab, lab/skill.py): SFT steps on SDPO teacher prompts
+    # (a successful sibling's answer and / or digit feedback on a near miss, the right answer as the
+    # target), interleaved with the sft_steps task steps, whose budget stays the same at every setting
+    context_steps: int = 0
     seed: int = 0
     version: int = 3  # bump when the recipe changes, so stale caches are not reused (3: split by multiset)
 
@@ -155,16 +161,34 @@ def tokenize_sft(tokenizer, rows, device=None):
     return ids, lab, att
 
 
+def interleave(n_main: int, n_extra: int) -> list[bool]:
+    """Which of ``n_main + n_extra`` steps are extra ones, spread evenly (True = extra)."""
+    total = n_main + n_extra
+    return [(i + 1) * n_extra // total > i * n_extra // total for i in range(total)] if total else []
+
+
 def sft(model, tokenizer, rows, *, steps: int, batch_size: int, lr: float, seed: int = 0,
-        log_every: int = 0) -> list[float]:
-    """Plain supervised fine-tuning on (prompt, completion) rows; returns the loss curve."""
+        log_every: int = 0, context_rows=None, context_steps: int = 0) -> list[float]:
+    """Plain supervised fine-tuning on (prompt, completion) rows; returns the loss curve.
+
+    With ``context_rows`` and ``context_steps``, that many steps on those rows are interleaved
+    evenly with the ``steps`` on ``rows`` (each pool padded on its own, one learning-rate schedule
+    over all steps), so the ``rows`` budget is the same whatever ``context_steps`` is."""
     g = torch.Generator().manual_seed(seed)
-    ids, lab, att = tokenize_sft(tokenizer, rows, next(model.parameters()).device)
+    device = next(model.parameters()).device
+    pools = [tokenize_sft(tokenizer, rows, device)]
+    if context_steps:
+        if not context_rows:
+            raise ValueError(f"context_steps={context_steps} needs context_rows")
+        pools.append(tokenize_sft(tokenizer, context_rows, device))
+    order = interleave(steps, context_steps if context_rows else 0)
+    total = len(order)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.1, 1 - s / steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.1, 1 - s / total))
     model.train()
     losses = []
-    for step in range(steps):
+    for step, extra in enumerate(order):
+        ids, lab, att = pools[int(extra)]
         idx = torch.randint(0, ids.size(0), (batch_size,), generator=g)            # (b,)
         out = model(input_ids=ids[idx], attention_mask=att[idx], labels=lab[idx])
         out.loss.backward()
@@ -174,7 +198,7 @@ def sft(model, tokenizer, rows, *, steps: int, batch_size: int, lr: float, seed:
         opt.zero_grad(set_to_none=True)
         losses.append(out.loss.item())
         if log_every and (step + 1) % log_every == 0:
-            print(f"sft step {step + 1}/{steps} loss {sum(losses[-log_every:]) / log_every:.3f}", flush=True)
+            print(f"sft step {step + 1}/{total} loss {sum(losses[-log_every:]) / log_every:.3f}", flush=True)
     model.eval()
     return losses
 
@@ -216,10 +240,17 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
     torch.set_num_threads(1)  # bitwise-repeatable warm start whatever the core count
     try:
         log = 100 if verbose else 0
-        phases = [(copy_rows, cfg.copy_steps, cfg.copy_lr, cfg.seed + 1), (rows, cfg.sft_steps, cfg.sft_lr, cfg.seed)]
-        for phase_rows, steps, lr, seed in (phases if cfg.copy_first else phases[::-1]):
+        context_rows = None
+        if cfg.context_steps:
+            from sdpo_kit.lab.skill import context_rows as build_context_rows
+
+            context_rows = build_context_rows(task, train_rows, seed=cfg.seed + 2)
+        phases = [(copy_rows, cfg.copy_steps, cfg.copy_lr, cfg.seed + 1, None, 0),
+                  (rows, cfg.sft_steps, cfg.sft_lr, cfg.seed, context_rows, cfg.context_steps)]
+        for phase_rows, steps, lr, seed, extra_rows, extra_steps in (phases if cfg.copy_first else phases[::-1]):
             if steps:
-                sft(model, tok, phase_rows, steps=steps, batch_size=cfg.sft_batch_size, lr=lr, seed=seed, log_every=log)
+                sft(model, tok, phase_rows, steps=steps, batch_size=cfg.sft_batch_size, lr=lr, seed=seed,
+                    log_every=log, context_rows=extra_rows, context_steps=extra_steps)
     finally:
         torch.set_num_threads(threads)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")

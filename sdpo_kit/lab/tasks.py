@@ -16,7 +16,8 @@ the reward pays for is one evaluation counts: ``answers_match`` forgives surroun
 a trailing ``.`` and thousands commas (``"9."`` and ``"1,000"`` are right) on both sides.
 
 Difficulty knobs (``digits``, ``terms``) let the same task serve the tiny CPU model
-(1-digit, 3 terms) and a 0.5B model on a T4 (3-digit, 4 terms, say).
+(1-digit, 3 terms) and a 0.5B model on a T4 (3-digit, 4 terms, say); ``long_addition`` (two
+4-digit operands, feedback that names the wrong digits) is the SDPO skill lab's task.
 
 Left out on purpose: multi-turn environments and natural-language word problems; later
 tracks (SDPO feedback, verl) add what they need on top of ``Task``.
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import torch
+
+from sdpo_kit.lab.feedback import FEEDBACK_STYLES
 
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
@@ -92,21 +95,16 @@ def is_correct(completion, answer, tagged: bool = False) -> bool:
     return answers_match(extract_answer(completion, tagged), answer)
 
 
-def arithmetic_feedback(completion, answer, tagged: bool = False) -> str:
-    """Feedback on a sum: "" when right; else whether the answer is missing, not a number, too
-    large or too small ("Your answer 12 is too large; the sum is smaller.")."""
+def arithmetic_feedback(completion, answer, tagged: bool = False, style: str = "direction") -> str:
+    """A checker's feedback on a sum ("" when right): whether the answer is missing or not a
+    number, else by ``style`` (``lab/feedback.py``): ``"direction"``, too large or too small
+    ("Your answer 12 is too large; the sum is smaller."); ``"digits"``, which digits are wrong
+    ("Your answer 13391 is wrong in the hundreds and tens digits: 13??1")."""
+    if style not in FEEDBACK_STYLES:
+        raise ValueError(f"unknown feedback style {style!r}; choose one of {sorted(FEEDBACK_STYLES)}")
     if is_correct(completion, answer, tagged):
         return ""
-    got = extract_answer(completion, tagged)
-    if got is None:
-        return ("Your reply has no <answer>...</answer> with a number in it." if tagged
-                else "Your reply is empty; write the sum as a number.")
-    try:
-        value, target = int(normalise_answer(got)), int(normalise_answer(answer))
-    except ValueError:
-        return f"Your answer {got!r} is not a whole number."
-    side = "too large; the sum is smaller" if value > target else "too small; the sum is larger"
-    return f"Your answer {value} is {side}."
+    return FEEDBACK_STYLES[style](extract_answer(completion, tagged), str(answer), tagged)
 
 
 @runtime_checkable
@@ -156,12 +154,15 @@ class ArithmeticTask:
     n_eval: int = 200
     n_train: int | None = None  # None: every problem not held out, at most DEFAULT_MAX_TRAIN
     seed: int = 0
+    feedback_style: str = "direction"   # what feedback() says of a wrong sum: direction | digits (lab/feedback.py)
     name: str = field(init=False, default="arithmetic")
     answer_column: str = field(init=False, default="answer")
 
     def __post_init__(self):
         if self.digits < 1 or self.terms < 1:
             raise ValueError(f"digits and terms must be >= 1, got {self.digits}, {self.terms}")
+        if self.feedback_style not in FEEDBACK_STYLES:
+            raise ValueError(f"unknown feedback_style {self.feedback_style!r}; choose one of {sorted(FEEDBACK_STYLES)}")
 
     # --- rows ---------------------------------------------------------------------------
     def question(self, operands) -> str:
@@ -251,7 +252,7 @@ class ArithmeticTask:
 
     def feedback(self, completion, answer) -> str:
         """What a checker would tell a wrong answer (SDPO's feedback); "" for a right one."""
-        return arithmetic_feedback(completion, answer, self.tagged)
+        return arithmetic_feedback(completion, answer, self.tagged, self.feedback_style)
 
     # --- warm-start rows ----------------------------------------------------------------
     def sft_rows(self, rows: list[dict], copy_fraction: float = 0.3, seed: int = 0) -> list[dict]:
@@ -328,6 +329,9 @@ TASKS = {
     "arithmetic": ArithmeticTask,
     "tagged_arithmetic": functools.partial(ArithmeticTask, tagged=True),
     "vapor_arithmetic": VaporArithmeticTask,
+    # the SDPO skill lab (lab/skill.py): two 4-digit operands, a 4-5 digit answer, feedback that
+    # names the wrong digits (lab/feedback.py)
+    "long_addition": functools.partial(ArithmeticTask, digits=4, terms=2, feedback_style="digits"),
 }
 TASKS["tagged"] = TASKS["tagged_arithmetic"]  # short alias
 

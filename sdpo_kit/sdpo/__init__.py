@@ -5,5 +5,6 @@
     teacher.py    the live / base / EMA teacher, held in the reference slot
     loop.py       SDPO from scratch (SDPOFields, SDPOLoopConfig, SDPOLoop)
     trl.py        SDPO on TRL (SDPOConfig(trl.GRPOConfig), SDPOTrainer(trl.GRPOTrainer))
+    teacher_quality.py  what the model does with the teacher's context (accuracy, per-token wins)
     test_time.py  test-time self-distillation, best-of-N, optional test-time training
 """

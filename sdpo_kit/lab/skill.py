@@ -1,0 +1,68 @@
+"""The SDPO skill lab: the warm start's in-context-skill dial.
+
+SDPO's teacher is the policy itself reprompted with a successful sibling's answer or with the
+checker's feedback (``sdpo/reprompt.py``, TRL's default templates). It only helps a model that
+can use that context; the paper sees SDPO tie GRPO at 0.6B and pull ahead as models get better
+in-context learners. The tiny lab's dial, ``LabConfig.context_steps``, sets how much of that skill
+the warm start teaches, with the task's own SFT budget held fixed:
+
+    context_rows(task, rows, *, seed) -> list[dict]    SFT rows whose prompt is a teacher prompt
+    near_miss(answer, rng) -> str                      a wrong answer of the same length
+
+A context row's prompt is exactly what SDPO's teacher sees at training time (``reprompt`` with
+TRL's default templates), in three kinds, a third each:
+
+    demo       the question and a successful sibling's answer ("Correct solution: ...")
+    feedback   the question and the checker's feedback on a near miss ("...wrong in the tens digit: 45?3")
+    both       the two together (TRL's default when a failed row has a successful sibling)
+
+and its target is the right answer. The near misses stand in for the student's failed attempts:
+one digit wrong (two in a third of them), each off by one (a dropped carry, the warm start's most
+common slip) or, half the time, any other digit, so reading the feedback is what pays. They are
+synthetic, not sampled from the model, so the rows are the same at every dial setting.
+
+Left out on purpose: reprompt templates other than TRL's defaults (a config that changes them
+should train the skill on its own templates, which is one line here).
+"""
+
+from __future__ import annotations
+
+import random
+
+from sdpo_kit.sdpo.reprompt import reprompt
+
+KINDS = ("demo", "feedback", "both")
+
+
+def near_miss(answer: str, rng: random.Random) -> str:
+    """``answer`` with one digit wrong (two, a third of the time), the same length and no leading
+    zero: each changed digit is off by one half the time, else any other digit."""
+    digits = list(str(answer))
+    n = 1 if len(digits) == 1 or rng.random() < 2 / 3 else 2
+    for i in rng.sample(range(len(digits)), n):
+        old = int(digits[i])
+        low = 1 if i == 0 and len(digits) > 1 else 0
+        choices = [d for d in range(low, 10) if d != old]
+        near = [d for d in (old - 1, old + 1) if d in choices]
+        digits[i] = str(rng.choice(near if near and rng.random() < 0.5 else choices))
+    return "".join(digits)
+
+
+def context_rows(task, rows: list[dict], *, seed: int = 0) -> list[dict]:
+    """One teacher-prompt SFT row per task row (``KINDS`` drawn evenly): ``{"prompt", "completion",
+    "kind"}``, the prompt built by SDPO's ``reprompt`` with TRL's default templates and the
+    completion the right answer in the task's format."""
+    if not hasattr(task, "feedback") or not hasattr(task, "format_answer"):
+        raise TypeError(f"{type(task).__name__} has no feedback() / format_answer(): the skill lab needs a "
+                        "task whose checker gives feedback")
+    rng = random.Random(seed)
+    out = []
+    for r in rows:
+        kind = rng.choice(KINDS)
+        right = task.format_answer(r["answer"])
+        demo = right if kind in ("demo", "both") else None
+        feedback = None
+        if kind in ("feedback", "both"):
+            feedback = task.feedback(task.format_answer(near_miss(r["answer"], rng)), r["answer"])
+        out.append({"prompt": reprompt(r["prompt"], demo, feedback), "completion": right, "kind": kind})
+    return out

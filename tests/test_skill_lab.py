@@ -1,0 +1,134 @@
+"""The SDPO skill lab: digit feedback, near misses, teacher-prompt SFT rows, the dial's warm
+start and the teacher-quality probe."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from sdpo_kit.lab.feedback import digit_feedback, direction_feedback, place_name
+from sdpo_kit.lab.model import LabConfig, interleave, warm_start
+from sdpo_kit.lab.skill import KINDS, context_rows, near_miss
+from sdpo_kit.lab.tasks import make_task
+from sdpo_kit.sdpo.reprompt import reprompt
+
+
+def test_digit_feedback_names_the_wrong_places_and_masks_them():
+    assert digit_feedback("13391", "13201") == "Your answer 13391 is wrong in the hundreds and tens digits: 13??1"
+    assert digit_feedback("4915", "4905") == "Your answer 4915 is wrong in the tens digit: 49?5"
+    assert digit_feedback(" 4,905. ", "4905") == ""
+    assert digit_feedback("1339", "13201") == "Your answer 1339 has 4 digits; the sum has 5."
+    assert digit_feedback(None, "5") == "Your reply is empty; write the sum as a number."
+    assert digit_feedback("abc", "5") == "Your answer 'abc' is not a whole number."
+    assert digit_feedback("-3", "5") == "Your answer -3 is negative; the sum is not."
+    assert place_name(4) == "ten-thousands" and place_name(7) == "digit 8 from the right"
+
+
+def test_direction_feedback_is_todays_arithmetic_feedback():
+    task = make_task("arithmetic")
+    assert task.feedback("12", "9") == direction_feedback("12", "9") == "Your answer 12 is too large; the sum is smaller."
+    assert task.feedback("3", "9") == "Your answer 3 is too small; the sum is larger."
+    assert task.feedback("9", "9") == ""
+
+
+def test_digit_feedback_never_holds_the_answer():
+    rng = random.Random(0)
+    task = make_task("long_addition")
+    for _ in range(2000):
+        answer = str(rng.randrange(1000, 20000))
+        attempt = near_miss(answer, rng) if rng.random() < 0.8 else str(rng.randrange(100, 200000))
+        fb = task.feedback(attempt, answer)
+        if attempt != answer:
+            assert fb and answer not in fb, (attempt, answer, fb)
+
+
+def test_near_miss_keeps_the_length_and_is_wrong():
+    rng = random.Random(1)
+    changed = []
+    for _ in range(3000):
+        answer = str(rng.randrange(0, 20000))
+        miss = near_miss(answer, rng)
+        assert len(miss) == len(answer) and miss != answer and miss.isdigit()
+        assert len(miss) == 1 or miss[0] != "0"
+        changed.append(sum(a != b for a, b in zip(miss, answer)))
+    assert set(changed) == {1, 2} and 0.2 < changed.count(2) / len(changed) < 0.45
+
+
+def test_the_long_addition_task_has_long_answers_and_digit_feedback():
+    task = make_task("long_addition", n_eval=50)
+    train, held = task.splits()
+    assert task.digits == 4 and task.terms == 2 and task.feedback_style == "digits"
+    lengths = [len(r["answer"]) for r in held]
+    assert sum(n >= 4 for n in lengths) / len(lengths) > 0.9     # + the eos: at least 5 tokens
+    with pytest.raises(ValueError, match="feedback_style"):
+        make_task("arithmetic", feedback_style="loud")
+
+
+def test_context_rows_are_sdpo_teacher_prompts_with_the_right_answer():
+    task = make_task("long_addition", n_eval=20)
+    rows = task.splits()[0][:300]
+    out = context_rows(task, rows, seed=0)
+    assert len(out) == len(rows)
+    kinds = [r["kind"] for r in out]
+    assert all(abs(kinds.count(k) / len(kinds) - 1 / 3) < 0.08 for k in KINDS)
+    for row, ctx in zip(rows, out):
+        assert ctx["completion"] == row["answer"]
+        text = ctx["prompt"][-1]["content"]
+        assert text.startswith(row["prompt"][-1]["content"])
+        if ctx["kind"] == "demo":
+            assert ctx["prompt"] == reprompt(row["prompt"], row["answer"], None)
+        if ctx["kind"] == "feedback":
+            assert "feedback" in text and row["answer"] not in text
+        if ctx["kind"] == "both":
+            assert "Correct solution" in text and "feedback" in text
+    assert context_rows(task, rows, seed=0) == out            # deterministic in the seed
+
+
+def test_interleave_spreads_the_extra_steps_evenly():
+    order = interleave(6, 3)
+    assert len(order) == 9 and sum(order) == 3 and order == [False, False, True] * 3
+    assert interleave(5, 0) == [False] * 5 and interleave(0, 0) == []
+    assert sum(interleave(1000, 333)) == 333
+
+
+def test_the_dial_adds_context_steps_and_keeps_the_task_budget(tmp_path, monkeypatch):
+    """A warm start with context_steps trains on teacher prompts too; the plain steps are the same."""
+    monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path))
+    import sdpo_kit.lab.model as lab_model
+
+    calls = []
+    real = lab_model.sft
+
+    def spy(model, tok, rows, **kw):
+        calls.append((len(rows), kw["steps"], kw.get("context_steps"), kw.get("context_rows")))
+        return real(model, tok, rows, **kw)
+
+    monkeypatch.setattr(lab_model, "sft", spy)
+    base = dict(task="long_addition", digits=4, terms=2, n_eval=20, sft_steps=3, copy_fraction=0.0,
+                max_position_embeddings=256, hidden_size=16, intermediate_size=32, sft_batch_size=4)
+    warm_start(LabConfig(**base), verbose=False)
+    warm_start(LabConfig(**base, context_steps=2), verbose=False)
+    (_, s0, c0, r0), (_, s1, c1, r1) = calls
+    assert s0 == s1 == 3 and c0 == 0 and r0 is None and c1 == 2
+    assert {r["kind"] for r in r1} == set(KINDS)
+
+
+def test_teacher_quality_reports_every_measure(tmp_path, monkeypatch):
+    monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path))
+    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+
+    cfg = LabConfig(task="long_addition", digits=4, terms=2, n_eval=20, sft_steps=5, copy_fraction=0.0,
+                    max_position_embeddings=256, hidden_size=16, intermediate_size=32, sft_batch_size=4,
+                    context_steps=3)
+    model, tok = warm_start(cfg, verbose=False)
+    task = make_task("long_addition", n_eval=20)
+    q = teacher_quality(model, tok, task, task.splits()[1])
+    assert q["n"] == 20 and q["n_wrong"] == round((1 - q["plain_acc"]) * 20)
+    for k in ("plain_acc", "demo_acc"):
+        assert 0.0 <= q[k] <= 1.0
+    for k in ("feedback_acc", "right_token_frac", "token_win_demo", "token_win_feedback"):
+        assert math.isnan(q[k]) or 0.0 <= q[k] <= 1.0
+    with pytest.raises(ValueError, match="at least one row"):
+        teacher_quality(model, tok, task, [])
