@@ -12,6 +12,8 @@ A block in README.md or in a notebook's markdown cell looks like
 and is rewritten from ``benchmarks/results/<file>.json`` (written by the bench_*.py scripts),
 with the command, date, commit and machine that produced it. Nothing between markers is typed
 by hand; ``tests/test_report.py`` fails when the committed text and the results disagree.
+A number inside a sentence is a field, ``<!--f:sdpo.teacher_demo_acc-->1.000<!--/f-->``, computed
+by ``FIELDS`` from one results file and rewritten the same way.
 A block whose results file does not exist yet says which command makes it.
 """
 
@@ -27,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 BLOCK = re.compile(r"(<!-- report:([\w-]+) -->\n)(.*?)(\n?<!-- /report:\2 -->)", re.S)
+# a number inside prose: <!--f:sdpo.teacher_demo_acc-->1.000<!--/f--> (FIELDS below computes it)
+FIELD = re.compile(r"(<!--f:([\w-]+)\.(\w+)-->)(.*?)(<!--/f-->)", re.S)
 
 
 def load(name: str) -> dict | None:
@@ -246,6 +250,65 @@ MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdp
           "demo_top_k50": "bench_demo.py --set trainer.top_k=50 --name demo_top_k50"}
 
 
+# ---------------------------------------------------------------------------------------
+# fields: numbers inside prose, each computed from one results file
+# ---------------------------------------------------------------------------------------
+def _seeds_where(res: dict, method: str, better) -> str:
+    """"k of n": the seeds on which ``better(run of method, runs of that seed by method)`` holds."""
+    mine = [r for r in res["runs"] if r["method"] == method]
+    by_seed = {}
+    for r in res["runs"]:
+        by_seed.setdefault(r["seed"], {})[r["method"]] = r
+    k = sum(bool(better(r, by_seed[r["seed"]])) for r in mine)
+    return f"{k} of {len(mine)}"
+
+
+def sdpo_fields(res: dict) -> dict:
+    sp, t, tt = res["summary"]["speed"], res["summary"].get("teacher", {}), res["summary"]["test_time"]
+    return {
+        "tt_solved": fmt(tt["ttsd_solved"]), "best_of_n_solved": fmt(tt["best_of_n_solved"]),
+        "tt_fewer_or_more": "fewer" if tt["ttsd_solved"] < tt["best_of_n_solved"] else "at least as many",
+        "ours_over_trl": f"{sp['ours_SDPOTrainer']['median_s'] / sp['trl_SDPOTrainer']['median_s']:.2f}",
+        "ours_s": f"{sp['ours_SDPOTrainer']['median_s']:.3f}", "trl_s": f"{sp['trl_SDPOTrainer']['median_s']:.3f}",
+        "teacher_demo_acc": fmt(t.get("demo_acc")), "teacher_plain_acc": fmt(t.get("plain_acc")),
+        "teacher_feedback_acc": fmt(t.get("feedback_acc")), "teacher_n_wrong": fmt(t.get("n_wrong")),
+        "teacher_token_win_feedback": fmt(t.get("token_win_feedback")),
+        "sdpo_below_start": _seeds_where(res, "sdpo", lambda r, s: r["acc_after"] < r["acc_before"]),
+        "sdpo_below_grpo": _seeds_where(res, "sdpo", lambda r, s: r["acc_after"] < s["grpo"]["acc_after"]),
+        "lr_1e4_above_sdpo": _seeds_where(res, "sdpo_lr_1e-4", lambda r, s: r["acc_after"] > s["sdpo"]["acc_after"]),
+        "lr_1e4_below_grpo": _seeds_where(res, "sdpo_lr_1e-4", lambda r, s: r["acc_after"] < s["grpo"]["acc_after"]),
+        "base_above_sdpo": _seeds_where(res, "sdpo_base_teacher", lambda r, s: r["acc_after"] > s["sdpo"]["acc_after"]),
+        "base_below_grpo": _seeds_where(res, "sdpo_base_teacher",
+                                        lambda r, s: r["acc_after"] < s["grpo"]["acc_after"]),
+        "feedback_below_start": _seeds_where(res, "sdpo_feedback", lambda r, s: r["acc_after"] < r["acc_before"]),
+    }
+
+
+def notebook_fields(nb: str):
+    """A notebook's full-size RESULTS (bench_notebooks.py --full) as fields."""
+    def fields(res: dict) -> dict:
+        run = next((r for r in res["runs"] if r["notebook"].startswith(nb)), None)
+        return {k: fmt(v) for k, v in ((run or {}).get("results") or {}).items()}
+    return fields
+
+
+# field file name -> (results file, function of the results -> {field: text})
+FIELDS = {"sdpo": ("sdpo", sdpo_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
+
+
+def render_field(name: str, key: str) -> str:
+    if name not in FIELDS:
+        raise KeyError(f"unknown report field file {name!r}; known: {sorted(k for k in FIELDS if not k.startswith('nb'))}")
+    file, fields = FIELDS[name]
+    res = load(file)
+    if res is None:
+        return f"(not measured yet: `python benchmarks/{MAKERS.get(file, file)}`)"
+    values = fields(res)
+    if key not in values:
+        raise KeyError(f"report field {name}.{key} is not computed; {name} has {sorted(values)}")
+    return values[key]
+
+
 def render_block(name: str) -> str:
     if name not in BLOCKS:
         raise KeyError(f"unknown report block {name!r}; known: {sorted(k for k in BLOCKS if not k.startswith('nb'))}")
@@ -257,7 +320,8 @@ def render_block(name: str) -> str:
 
 
 def render_text(text: str) -> str:
-    return BLOCK.sub(lambda m: m.group(1) + render_block(m.group(2)) + "\n" + m.group(4).lstrip("\n"), text)
+    text = BLOCK.sub(lambda m: m.group(1) + render_block(m.group(2)) + "\n" + m.group(4).lstrip("\n"), text)
+    return FIELD.sub(lambda m: m.group(1) + render_field(m.group(2), m.group(3)) + m.group(5), text)
 
 
 def targets() -> list[Path]:
@@ -273,7 +337,8 @@ def render_file(path: Path) -> tuple[str, str]:
     nb, changed = json.loads(old), False
     for cell in nb["cells"]:
         text = "".join(cell["source"])
-        if cell["cell_type"] == "markdown" and "<!-- report:" in text and render_text(text) != text:
+        if cell["cell_type"] == "markdown" and ("<!-- report:" in text or "<!--f:" in text) \
+                and render_text(text) != text:
             cell["source"] = render_text(text).splitlines(keepends=True)
             changed = True
     return old, (json.dumps(nb, indent=1, ensure_ascii=False) + "\n" if changed else old)

@@ -132,3 +132,17 @@ def test_teacher_quality_reports_every_measure(tmp_path, monkeypatch):
         assert math.isnan(q[k]) or 0.0 <= q[k] <= 1.0
     with pytest.raises(ValueError, match="at least one row"):
         teacher_quality(model, tok, task, [])
+
+
+def test_the_feedback_reward_speaks_the_tasks_style():
+    from sdpo_kit.rewards import feedback_reward, make_reward
+
+    [reward] = make_reward({"type": "feedback"}, task=make_task("long_addition"))
+    out = reward(["q"] * 2, ["13391", "13201"], answer=["13201", "13201"])
+    assert out == [{"score": 0.0, "feedback": "Your answer 13391 is wrong in the hundreds and tens digits: 13??1"},
+                   {"score": 1.0, "feedback": ""}]
+    [plain] = make_reward({"type": "feedback"}, task=make_task("arithmetic"))
+    assert plain(["q"], ["12"], answer=["9"])[0]["feedback"] == "Your answer 12 is too large; the sum is smaller."
+    assert feedback_reward(style="digits")(["q"], ["4915"], answer=["4905"])[0]["feedback"].endswith("49?5")
+    with pytest.raises(ValueError, match="style"):
+        feedback_reward(style="loud")

@@ -67,8 +67,9 @@ def _environment_from_config(model, tokenizer, task, factory=None, answer_field=
 # type -> (builder(model, tokenizer, task, **options), needs a model and tokenizer)
 REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
     "exact_match": (_exact_match_from_config, False),
-    "feedback": (lambda model, tokenizer, task, answer_field="answer", tagged=None:
-                 feedback_reward(answer_field, bool(getattr(task, "tagged", False)) if tagged is None else tagged), False),
+    "feedback": (lambda model, tokenizer, task, answer_field="answer", tagged=None, style=None:
+                 feedback_reward(answer_field, bool(getattr(task, "tagged", False)) if tagged is None else tagged,
+                                 getattr(task, "feedback_style", "direction") if style is None else style), False),
     "tagged_exact_match": (lambda model, tokenizer, task, answer_field="answer":
                            exact_match_reward(answer_field, tagged=True), False),
     "tag_format": (lambda model, tokenizer, task, tag="answer": tag_format_reward(tag), False),
@@ -97,7 +98,8 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
     An entry is a type name or a dict ``{"type": ..., **options}``:
 
         exact_match          answer_field="answer", tagged=None (None: the task's ``tagged``, else False)
-        feedback             exact match returning {"score", "feedback"} (SDPO's reprompts read the text)
+        feedback             exact match returning {"score", "feedback"} (SDPO's reprompts read the text);
+                             style: direction | digits (default: the task's feedback_style)
         tagged_exact_match   answer_field="answer"
         tag_format           tag="answer"
         format_and_match     answer_field="answer", format_weight=0.2

@@ -60,13 +60,16 @@ def format_and_match_reward(answer_field: str = "answer", format_weight: float =
 
 
 
-def feedback_reward(answer_field: str = "answer", tagged: bool = False) -> RewardFunc:
+def feedback_reward(answer_field: str = "answer", tagged: bool = False, style: str = "direction") -> RewardFunc:
     """Exact match with a checker's feedback: ``{"score": 0.0 or 1.0, "feedback": text}`` per
-    completion ("Your answer 12 is too large; the sum is smaller.", "" when right). The scores
-    are the rewards; SDPO's teacher reads the feedback (``include_environment_feedback``)."""
+    completion, "" when right; ``style`` as ``lab/feedback.py``: ``"direction"`` ("Your answer 12
+    is too large; the sum is smaller.") or ``"digits"`` ("Your answer 13391 is wrong in the
+    hundreds and tens digits: 13??1"). The scores are the rewards; SDPO's teacher reads the
+    feedback (``include_environment_feedback``)."""
+    arithmetic_feedback("", "0", tagged, style)  # an unknown style fails here, not mid-run
 
     def feedback(prompts, completions, **columns) -> list[dict]:
-        return [{"score": float(is_correct(c, a, tagged)), "feedback": arithmetic_feedback(c, a, tagged)}
+        return [{"score": float(is_correct(c, a, tagged)), "feedback": arithmetic_feedback(c, a, tagged, style)}
                 for c, a in zip(completions, columns[answer_field])]
 
     feedback.required_columns = (answer_field,)
