@@ -284,6 +284,23 @@ def sdpo_fields(res: dict) -> dict:
     }
 
 
+def export_fields(res: dict) -> dict:
+    """The fewest greedy answers (of the prompts checked) each precision keeps, over the full and LoRA runs."""
+    def kept(*formats):
+        return f"{min(r['greedy_agree'] for r in res['runs'] if r['format'] in formats):.3f}"
+    return {"f16_min_agree": kept("merged fp16", "gguf f16"), "bf16_q8_min_agree": kept("merged bf16", "gguf q8_0"),
+            "prompts": str(res["config"]["prompts"])}
+
+
+def ppo_fields(res: dict) -> dict:
+    def gap(method):
+        return statistics.median(r["gap_closed"] for r in res["runs"] if r["method"] == method)
+    ppo_up = sum(r["acc_after"] > res["summary"]["student_acc"] for r in res["runs"] if r["method"] == "ppo")
+    n_ppo = sum(r["method"] == "ppo" for r in res["runs"])
+    return {"kd_gap": f"{gap('kd'):.2f}", "teacher_ppo_gap": f"{gap('teacher_ppo'):.2f}", "ppo_gap": f"{gap('ppo'):.2f}",
+            "ppo_seeds_up": f"{ppo_up} of {n_ppo}"}
+
+
 def notebook_fields(nb: str):
     """A notebook's full-size RESULTS (bench_notebooks.py --full) as fields."""
     def fields(res: dict) -> dict:
@@ -293,7 +310,7 @@ def notebook_fields(nb: str):
 
 
 # field file name -> (results file, function of the results -> {field: text})
-FIELDS = {"sdpo": ("sdpo", sdpo_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
+FIELDS = {"sdpo": ("sdpo", sdpo_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 
 def render_field(name: str, key: str) -> str:

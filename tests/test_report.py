@@ -6,6 +6,8 @@ without re-rendering, fails here."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,3 +44,74 @@ def test_a_block_renders_from_its_results_file_only(tmp_path, monkeypatch):
     out = report.render_text("x\n<!-- report:lab -->\n| made up | 9.99 |\n<!-- /report:lab -->\ny")
     assert "9.99" not in out and "0.490" in out and "0.115" in out and "commit `abc`" in out
     assert report.render_text("<!-- report:speed -->\n<!-- /report:speed -->").count("not measured yet") == 1
+
+
+def _git(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def stale_reasons(result: dict) -> list[str]:
+    """Why a results file cannot be trusted for HEAD: made from a dirty tree, naming no measured
+    files, or older than a later commit that changed a file it measures ([] when fresh)."""
+    name = result.get("benchmark", "?")
+    measured = result.get("measures") or []
+    if not measured:
+        return [f"{name}: names no measured files (rerun it: _common.write_results records them)"]
+    commits = {result.get("commit")} | {r.get("commit") for r in result.get("runs", []) if isinstance(r, dict)}
+    reasons = []
+    for commit in sorted(c for c in commits if c):
+        if "+" in commit:
+            reasons.append(f"{name}: made from a tree with uncommitted changes ({commit})")
+            continue
+        if _git("cat-file", "-e", f"{commit}^{{commit}}").returncode:
+            reasons.append(f"{name}: commit {commit} is not in this repository")
+            continue
+        changed = [f for f in _git("diff", "--name-only", commit, "HEAD", "--", *measured).stdout.split()
+                   if not (f.endswith(".ipynb") and _same_code(commit, f))]
+        if changed:
+            later = _git("log", "--format=  %h %s", f"{commit}..HEAD", "--", *changed).stdout.rstrip()
+            reasons.append(f"{name}: made at {commit}; since then these files it measures changed: "
+                           f"{', '.join(changed)}\n{later}")
+    return reasons
+
+
+def _same_code(commit: str, path: str) -> bool:
+    """Whether notebook ``path`` has the same code cells at ``commit`` and in HEAD (a markdown edit,
+    such as report.py rendering a results block, changes nothing a benchmark measures)."""
+    def code(rev):
+        shown = _git("show", f"{rev}:{path}")
+        if shown.returncode:
+            return None
+        return [c["source"] for c in json.loads(shown.stdout)["cells"] if c["cell_type"] == "code"]
+    old = code(commit)
+    return old is not None and old == code("HEAD")
+
+
+def _shallow() -> bool:
+    return _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+
+
+@pytest.mark.skipif(_shallow(), reason="a shallow clone lacks the history the check reads")
+@pytest.mark.parametrize("path", sorted((ROOT / "benchmarks" / "results").glob("*.json")), ids=lambda p: p.stem)
+def test_results_are_not_older_than_the_code_they_measure(path):
+    reasons = stale_reasons(json.loads(path.read_text()))
+    assert not reasons, "rerun the benchmark from a clean commit:\n" + "\n".join(reasons)
+
+
+@pytest.mark.skipif(_shallow(), reason="a shallow clone lacks the history the check reads")
+def test_the_staleness_check_can_fail():
+    """A result from the repository's first commit measuring the package is stale; one from a dirty
+    tree or naming nothing is refused; one at HEAD measuring the package is fresh; a notebook whose
+    code cells are unchanged is fresh, one whose code changed is not."""
+    first = _git("rev-list", "--max-parents=0", "HEAD").stdout.split()[0][:7]
+    head = _git("rev-parse", "--short", "HEAD").stdout.strip()
+    assert stale_reasons({"benchmark": "x", "commit": first, "measures": ["sdpo_kit"]})
+    assert stale_reasons({"benchmark": "x", "commit": head + "+dirty:abc", "measures": ["sdpo_kit"]})
+    assert stale_reasons({"benchmark": "x", "commit": head, "measures": []})
+    assert stale_reasons({"benchmark": "x", "commit": head, "measures": ["sdpo_kit"],
+                          "runs": [{"commit": first}]})
+    assert stale_reasons({"benchmark": "x", "commit": head, "measures": ["sdpo_kit"]}) == []
+    nb = "notebooks/02_grpo.ipynb"
+    touched = _git("log", "--format=%h", "--", nb).stdout.split()
+    assert len(touched) >= 2 and not _same_code(touched[-1], nb)   # the notebook's code when it was first committed
+    assert _same_code(head, nb)
