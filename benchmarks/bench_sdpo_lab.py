@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from _common import machine, median, table, write_results
+from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 
 # the dial: SFT steps on teacher prompts (0: the model never saw one)
 DIALS = [0, 300, 1000]
@@ -50,9 +51,7 @@ BASE = {
                 "include_environment_feedback": False, "eval_every": 25, "seed": 0},
     "output_dir": "runs/sdpo_lab",
 }
-SDPO_ONLY = ("distillation_mode", "distillation_topk", "distillation_alpha", "distillation_add_tail",
-             "distillation_weight", "teacher_model_kind", "teacher_update_rate", "success_reward_threshold",
-             "include_environment_feedback", "environment_feedback_only_without_solution")
+
 
 
 def method_config(method: str) -> dict:

@@ -317,23 +317,28 @@ def render_field(name: str, key: str) -> str:
     if name not in FIELDS:
         raise KeyError(f"unknown report field file {name!r}; known: {sorted(k for k in FIELDS if not k.startswith('nb'))}")
     file, fields = FIELDS[name]
+
+    def pick(res: dict) -> str:
+        values = fields(res)
+        if key not in values:
+            raise KeyError(f"report field {name}.{key} is not computed; {name} has {sorted(values)}")
+        return values[key]
+    return from_results(file, pick)
+
+
+def from_results(file: str, render) -> str:
+    """``render(results)`` of ``benchmarks/results/<file>.json``, or the command that makes it."""
     res = load(file)
     if res is None:
         return f"(not measured yet: `python benchmarks/{MAKERS.get(file, file)}`)"
-    values = fields(res)
-    if key not in values:
-        raise KeyError(f"report field {name}.{key} is not computed; {name} has {sorted(values)}")
-    return values[key]
+    return render(res)
 
 
 def render_block(name: str) -> str:
     if name not in BLOCKS:
         raise KeyError(f"unknown report block {name!r}; known: {sorted(k for k in BLOCKS if not k.startswith('nb'))}")
     file, renderer = BLOCKS[name]
-    res = load(file)
-    if res is None:
-        return f"(not measured yet: `python benchmarks/{MAKERS.get(file, file)}`)"
-    return renderer(res)
+    return from_results(file, renderer)
 
 
 def render_text(text: str) -> str:
