@@ -19,10 +19,15 @@ Part 3, the teacher (``sdpo.teacher_quality`` on the held-out rows, the configs'
 start's accuracy from the plain prompt, shown the answer as a sibling's, and with the checker's
 feedback on its greedy failures.
 
-Part 4, test time: ``test_time.compare_with_best_of_n`` on the held-out rows the warm start gets
-wrong: test-time self-distillation (one sample a round, 4 rounds, the checker's feedback in the
-reprompt) vs best-of-4, the same number of samples (with 8 a round, plain sampling already finds
-almost every tiny-lab answer in round 1, which would measure nothing). Writes ``benchmarks/results/sdpo.json``.
+Part 4, test time without training: ``multi_turn.compare_multi_turn_with_best_of_n`` on the held-out
+rows the warm start gets wrong: multi-turn reprompting (one sample a round, 4 rounds, the checker's
+feedback in the reprompt) vs best-of-4, the same number of samples (with 8 a round, plain sampling
+already finds almost every tiny-lab answer in round 1, which would measure nothing).
+
+Part 5, test-time SDPO (``test_time_training``): on the hard held-out rows (``hard_rows``: under 10%
+of 32 samples right), the discovery rate within k attempts, k = 1 .. 64, of best-of-k, multi-turn
+reprompting and test-time SDPO (batches of 8, one SDPO step after each failed batch), all at 64
+attempts. Writes ``benchmarks/results/sdpo.json``.
 """
 
 from __future__ import annotations
@@ -143,14 +148,20 @@ def main():
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict
     from sdpo_kit.rewards import feedback_reward
-    from sdpo_kit.sdpo.test_time import compare_with_best_of_n
+    from sdpo_kit.sdpo.multi_turn import compare_multi_turn_with_best_of_n
+    from sdpo_kit.sdpo.test_time_training import discovery_curves, hard_rows
 
     cfg = config_from_dict(feedback)
     task = make_task(**cfg.task)
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
     tpl = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
-    test_time = compare_with_best_of_n(model, tok, task, task.splits()[1][:args.tt_rows], feedback_reward(), n=1,
-                                       rounds=4, temperature=cfg.trainer.temperature, seed=0, **tpl)
+    heldout = task.splits()[1][:args.tt_rows]
+    test_time = compare_multi_turn_with_best_of_n(model, tok, task, heldout, feedback_reward(), n=1, rounds=4,
+                                                  temperature=cfg.trainer.temperature, seed=0, **tpl)
+    hard = hard_rows(model, tok, task, heldout, feedback_reward(), samples=32, below=0.1,
+                     temperature=cfg.trainer.temperature)
+    discovery = discovery_curves(model, tok, task, hard, feedback_reward(), budgets=[1, 2, 4, 8, 16, 32, 64],
+                                 batch_size=8, temperature=cfg.trainer.temperature, seed=0, **tpl)
     # what the warm start does with the teacher's context, in the configs' templates (the SDPO page's reasons)
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
 
@@ -165,10 +176,13 @@ def main():
     print(table(["method", "acc after (median)", "per seed", "steps to GRPO's final", "wall s"], rows))
     print("s/step:", {k: round(v["median_s"], 3) for k, v in speed.items()})
     print("test time:", test_time)
+    print(f"discovery on {len(hard)} hard rows, k = {discovery['budgets']}:",
+          {k: [round(x, 3) for x in v["discovery"]] for k, v in discovery["methods"].items()})
     print("teacher:", teacher)
     write_results("sdpo", config={"configs": ["configs/sdpo.yaml", "configs/sdpo_feedback.yaml"], "steps": args.steps,
                                   "seeds": args.seeds, "speed_steps": args.speed_steps, "tt_rows": args.tt_rows},
-                  runs=runs, summary={"speed": speed, "test_time": test_time, "teacher": teacher})
+                  runs=runs,
+                  summary={"speed": speed, "test_time": test_time, "discovery": discovery, "teacher": teacher})
 
 
 if __name__ == "__main__":

@@ -165,10 +165,22 @@ def sdpo(res: dict) -> str:
                                                          ["TRL's `trl.experimental.sdpo.SDPOTrainer`", sp["trl_SDPOTrainer"]["median_s"]],
                                                          ["`GRPOTrainer`", sp["GRPOTrainer"]["median_s"]]]), "",
         f"Test time, on the {tt['greedy_failed']} of {tt['rows']} held-out problems the warm start gets wrong greedily: "
-        f"test-time self-distillation ({tt['n']} sample a round, up to {tt['rounds']} rounds, the checker's feedback in "
-        f"the reprompt) solves {tt['ttsd_solved']:.3f} of them with {tt['ttsd_mean_samples']:.2f} samples on average "
-        f"(by round: {fmt(tt['ttsd_solved_after_round'])}); best-of-{tt['best_of_n_samples']} solves "
-        f"{tt['best_of_n_solved']:.3f}.", "", provenance(res)])
+        f"multi-turn reprompting (no training: {tt['n']} sample a round, up to {tt['rounds']} rounds, the checker's feedback "
+        f"in the reprompt) solves {tt['multi_turn_solved']:.3f} of them with {tt['multi_turn_mean_samples']:.2f} samples on "
+        f"average (by round: {fmt(tt['multi_turn_solved_after_round'])}); best-of-{tt['best_of_n_samples']} solves "
+        f"{tt['best_of_n_solved']:.3f}.", "", discovery_table(res["summary"].get("discovery")), "", provenance(res)])
+
+
+def discovery_table(d: dict | None) -> str:
+    """Discovery rate within k attempts per test-time method (``test_time_training.discovery_curves``)."""
+    if not d:
+        return "Discovery curves: not measured in this results file."
+    names = {"best_of_k": "best-of-k (plain samples)", "multi_turn": "multi-turn reprompting (no training)",
+             "test_time_sdpo": "test-time SDPO (trains a copy)"}
+    rows = [[names.get(m, m), *v["discovery"]] for m, v in d["methods"].items()]
+    return "\n".join([f"Discovery rate within k attempts on the {d['rows']} hard held-out problems (under 10% of 32 "
+                      f"samples right), batches of {d['batch_size']}, every method at {d['max_attempts']} attempts:", "",
+                      md_table(["method", *[f"k={k}" for k in d["budgets"]]], rows)])
 
 
 def ppo(res: dict) -> str:
@@ -266,8 +278,8 @@ def _seeds_where(res: dict, method: str, better) -> str:
 def sdpo_fields(res: dict) -> dict:
     sp, t, tt = res["summary"]["speed"], res["summary"].get("teacher", {}), res["summary"]["test_time"]
     return {
-        "tt_solved": fmt(tt["ttsd_solved"]), "best_of_n_solved": fmt(tt["best_of_n_solved"]),
-        "tt_fewer_or_more": "fewer" if tt["ttsd_solved"] < tt["best_of_n_solved"] else "at least as many",
+        "tt_solved": fmt(tt["multi_turn_solved"]), "best_of_n_solved": fmt(tt["best_of_n_solved"]),
+        "tt_fewer_or_more": "fewer" if tt["multi_turn_solved"] < tt["best_of_n_solved"] else "at least as many",
         "ours_over_trl": f"{sp['ours_SDPOTrainer']['median_s'] / sp['trl_SDPOTrainer']['median_s']:.2f}",
         "ours_s": f"{sp['ours_SDPOTrainer']['median_s']:.3f}", "trl_s": f"{sp['trl_SDPOTrainer']['median_s']:.3f}",
         "teacher_demo_acc": fmt(t.get("demo_acc")), "teacher_plain_acc": fmt(t.get("plain_acc")),

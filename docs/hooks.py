@@ -35,7 +35,8 @@ MODULE_ORDER = ["core.logprobs", "core.sampling", "core.scratch", "core.checkpoi
                 "grpo.loss", "grpo.loop", "grpo.trl",
                 "rewards.core", "rewards.verifiable", "rewards.model_scored", "rewards.learned", "rewards.registry",
                 "vapor.loss", "vapor.spans", "vapor.parts", "vapor.loop", "vapor.trl",
-                "sdpo.loss", "sdpo.reprompt", "sdpo.teacher", "sdpo.teacher_quality", "sdpo.loop", "sdpo.trl", "sdpo.test_time",
+                "sdpo.loss", "sdpo.reprompt", "sdpo.teacher", "sdpo.teacher_quality", "sdpo.loop", "sdpo.trl", "sdpo.multi_turn",
+                "sdpo.test_time_training",
                 "ppo.loss", "ppo.value_head", "ppo.config", "ppo.trainer",
                 "deploy.run_model", "deploy.export", "deploy.gguf", "deploy.gguf_convert", "deploy.verl", "deploy.verl_config",
                 "registry", "cli"]

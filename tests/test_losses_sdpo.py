@@ -1,6 +1,7 @@
 """SDPO's self-distillation loss equals trl.experimental.sdpo's (loss_utils + its trainer's
-aggregation), values and gradients in fp64, over every mode; a hand-worked top-k case; an
-all-zero mask gives zero gradients, not NaN."""
+aggregation), values and gradients in fp64, over every mode TRL has (``sequence`` is ours, not
+TRL's: tests/test_sdpo_credit.py); a hand-worked top-k case; an all-zero mask gives zero gradients,
+not NaN."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import torch
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # the reference lives in trl.experimental on purpose
 from trl.experimental.sdpo import loss_utils as trl_sdpo  # noqa: E402
 
-from sdpo_kit.losses import add_tail_bucket, generalized_jsd, sdpo_loss
+from sdpo_kit.losses import SDPO_MODES, add_tail_bucket, generalized_jsd, sdpo_loss
+from sdpo_kit.sdpo.loss import TRL_SDPO_MODES
 
 F64 = {"rtol": 1e-10, "atol": 1e-12}
 
@@ -52,6 +54,18 @@ def batch(seed=0, B=4, T=5, V=7):
 CASES = [("full_logits", None, a, False) for a in (0.0, 0.3, 1.0)] + \
         [("topk_logits", k, a, tail) for k in (1, 3) for a in (0.0, 0.5, 1.0) for tail in (False, True)] + \
         [("sampled_token", None, 1.0, False)]
+
+
+def test_the_cases_cover_trls_modes_and_trl_has_no_sequence_mode():
+    """TRL's SDPOConfig.distillation_mode Literal is exactly our modes less ``sequence`` (ours),
+    and the equality cases below cover every one of them."""
+    import typing
+
+    from trl.experimental.sdpo import SDPOConfig
+
+    trl_modes = typing.get_args(typing.get_type_hints(SDPOConfig)["distillation_mode"])
+    assert set(trl_modes) == set(TRL_SDPO_MODES) == set(SDPO_MODES) - {"sequence"}
+    assert {c[0] for c in CASES} == set(TRL_SDPO_MODES)
 
 
 @pytest.mark.parametrize("is_clip", [None, 1.5])

@@ -1,6 +1,6 @@
 """The scratch SDPO trainer: a few steps on the tiny lab for each mode and teacher kind, the
-teacher in the reference slot (no third model), feedback reprompts, the coverage warning and
-resume with an EMA teacher."""
+teacher in the reference slot (no third model), feedback reprompts, the coverage warning,
+resume with an EMA teacher, the update norm and the loss-scale ablation (AdamW barely notices)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from sdpo_kit.rewards import feedback_reward
 from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig, teacher_prompt_batch
 
 SDPO_KEYS = {"sdpo/distill_loss", "sdpo/teacher_coverage", "sdpo/success_rate", "sdpo/feedback_frac",
-             "sdpo/reprompt_truncated", "sdpo/teacher_student_kl", "loss", "reward/mean"}
+             "sdpo/reprompt_truncated", "sdpo/teacher_student_kl", "sdpo/update_norm", "loss", "reward/mean"}
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +43,7 @@ def make_loop(tok, out=None, rewards=(char_reward,), **cfg):
     {"distillation_mode": "topk_logits", "distillation_topk": 5, "teacher_model_kind": "base"},
     {"distillation_mode": "full_logits", "distillation_alpha": 0.5, "teacher_model_kind": "live", "num_iterations": 2},
     {"distillation_weight": 0.5, "distillation_micro_batch_size": 5},
+    {"distillation_mode": "sequence", "teacher_model_kind": "base"},
 ])
 def test_a_few_steps(tok, cfg):
     """Finite losses, the weights move, every row has the SDPO keys, some rows have a teacher."""
@@ -52,6 +53,34 @@ def test_a_few_steps(tok, cfg):
     assert len(rows) == 3 and all(SDPO_KEYS <= set(r) and math.isfinite(r["loss"]) for r in rows)
     assert any(r["sdpo/teacher_coverage"] > 0 for r in rows)
     assert any(not torch.equal(a, b) for a, b in zip(before, loop.model.parameters()))
+
+
+def first_step(tok, **cfg) -> dict:
+    return [r for r in make_loop(tok, max_steps=1, **cfg).train() if r["step"] == 1][0]
+
+
+@pytest.fixture(scope="module")
+def unscaled(tok):
+    return first_step(tok)
+
+
+def test_update_norm_is_the_parameter_change(tok, unscaled):
+    """lr > 0 (with a teacher for most rows): the weights move, sdpo/update_norm > 0; lr = 0: AdamW
+    moves nothing and the norm is exactly 0 (the loss is not 0: it is the norm, not the loss)."""
+    assert unscaled["sdpo/teacher_coverage"] > 0 and unscaled["sdpo/update_norm"] > 0
+    frozen = first_step(tok, learning_rate=0.0)
+    assert frozen["sdpo/update_norm"] == 0.0 and frozen["loss"] == pytest.approx(unscaled["loss"], rel=1e-6) != 0
+
+
+def test_loss_scale_changes_the_loss_not_the_adamw_update(tok, unscaled):
+    """distillation_loss_scale 1/3 at the same lr and seed: the same rollout, so ``loss`` is a third
+    and sdpo/distill_loss (unscaled) the same; AdamW's first step is about lr * sign(g), so the
+    update norm stays within 5% of the unscaled one (measured ~0.997), nowhere near 1/3."""
+    third = first_step(tok, distillation_loss_scale=1 / 3)
+    assert third["loss"] == pytest.approx(unscaled["loss"] / 3, rel=1e-5)
+    assert third["sdpo/distill_loss"] == pytest.approx(unscaled["sdpo/distill_loss"], rel=1e-6)
+    ratio = third["sdpo/update_norm"] / unscaled["sdpo/update_norm"]
+    assert 0.95 < ratio < 1.05
 
 
 def test_the_teacher_takes_the_reference_slot(tok):

@@ -89,10 +89,12 @@ def test_our_teacher_prompts_equal_trls_on_a_batch(lab, tmp_path):
         assert ("Correct solution:" in t) == bool(m)
 
 
-@pytest.mark.parametrize("sdpo", [{}, {"distillation_mode": "full_logits", "distillation_weight": 0.5}])
+@pytest.mark.parametrize("sdpo", [{}, {"distillation_mode": "full_logits", "distillation_weight": 0.5},
+                                  {"distillation_mode": "sequence", "distillation_loss_scale": 0.5}])
 def test_scratch_backend_equals_the_trl_subclass_on_one_batch(lab, tmp_path, sdpo):
     """SDPOLoop.objective and SDPOTrainer.compute_loss on one rollout (the scratch loop's), the
-    same teacher prompts and teacher weights: the same loss and gradients."""
+    same teacher prompts and teacher weights: the same loss and gradients (our ``sequence`` mode
+    and ``distillation_loss_scale`` included, which TRL's own trainer lacks)."""
     from sdpo_kit.losses import group_advantages
     from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig, teacher_prompt_batch
 
@@ -115,7 +117,8 @@ def test_scratch_backend_equals_the_trl_subclass_on_one_batch(lab, tmp_path, sdp
     t_ids, t_mask, _ = teacher_prompt_batch(tok, teacher_prompts, 10240)
     mask = ro.completion_mask * selection.mask.unsqueeze(1)
     advantages = group_advantages(rewards, G, "group")
-    loss, _, _, _ = scratch.objective(ro, t_ids, t_mask, mask, advantages if sdpo else None)
+    blended = sdpo.get("distillation_weight", 1.0) < 1.0
+    loss, _, _, _ = scratch.objective(ro, t_ids, t_mask, mask, advantages if blended else None)
     loss.backward()
     batch = {"prompt_ids": ro.prompt_ids, "prompt_mask": ro.prompt_mask, "completion_ids": ro.completion_ids,
              "completion_mask": ro.completion_mask, "advantages": advantages, "self_distillation_mask": selection.mask,

@@ -6,5 +6,6 @@
     loop.py       SDPO from scratch (SDPOFields, SDPOLoopConfig, SDPOLoop)
     trl.py        SDPO on TRL (SDPOConfig(trl.GRPOConfig), SDPOTrainer(trl.GRPOTrainer))
     teacher_quality.py  what the model does with the teacher's context (accuracy, per-token wins)
-    test_time.py  test-time self-distillation, best-of-N, optional test-time training
+    multi_turn.py  multi-turn reprompting with feedback at test time (no training), best-of-N
+    test_time_training.py  test-time SDPO (trains a copy on one question), discovery curves, hard rows
 """

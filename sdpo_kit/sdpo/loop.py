@@ -7,7 +7,7 @@
                           max_reprompt_len tokens by cutting the demonstration's head, never the question
         for mu = 1..num_iterations:
             s <- student logits on (q, o);  t <- teacher logits on (teacher prompt, o), no grad
-            minimise  w * sdpo_loss(s, t, o, mask)  [+ (1 - w) * GRPO's clipped surrogate]
+            minimise  w * c * sdpo_loss(s, t, o, mask)  [+ (1 - w) * GRPO's clipped surrogate]
             teacher EMA update every teacher_sync_steps optimizer steps (sdpo.teacher.Teacher)
 
 Field names and defaults follow ``trl.experimental.sdpo.SDPOConfig`` (``SDPOFields``); ``beta``
@@ -15,10 +15,20 @@ is forced to 0 (SDPO has no KL-to-reference term; the teacher takes the referenc
 ``loss_type`` aggregates the GRPO term only (TRL's SDPO too): the distillation term has its own
 aggregation, so with ``distillation_weight=1`` any loss_type but the default is refused.
 
+Ours, not TRL's: ``distillation_mode="sequence"`` (one credit per completion, ``sdpo.loss``) and
+``distillation_loss_scale`` (c above, default 1): the ablation "the loss times c at the same
+learning rate". Under AdamW a constant factor on the loss barely changes the update (Adam divides
+the gradient by its own running scale; its first step is about lr * sign(g)), which is what the
+ablation shows; sdpo/update_norm measures it.
+
 Metric keys (besides GRPO's batch keys): sdpo/distill_loss, sdpo/teacher_coverage (fraction of
 rows with a teacher), sdpo/success_rate, sdpo/success_group_frac, sdpo/feedback_frac,
 sdpo/reprompt_truncated, sdpo/teacher_student_kl (mean log s - log t on the sampled tokens under
-the mask), loss/policy (the GRPO term when distillation_weight < 1).
+the mask), loss/policy (the GRPO term when distillation_weight < 1), sdpo/update_norm (the L2 norm
+over the trainable parameters of their change by one optimizer step, after minus before; the mean
+over the step's num_iterations optimizer steps). ``loss`` includes the factor
+distillation_loss_scale, sdpo/distill_loss does not. No gradient norm: the pre-clip norm is
+clip_grad_norm_'s return inside ``ScratchTrainer.optimizer_step``, which does not hand it back.
 
 Left out on purpose: the teacher server (TRL's vLLM ``live`` teacher) and distributed gathering.
 """
@@ -53,9 +63,10 @@ COVERAGE_WARN_STEPS = 10  # steps in a row without any teacher before saying so 
 
 @dataclass
 class SDPOFields:
-    """SDPO's knobs (TRL's SDPOConfig names and defaults) plus ``distillation_micro_batch_size``."""
+    """SDPO's knobs (TRL's SDPOConfig names and defaults) plus ours: ``distillation_micro_batch_size``,
+    ``distillation_loss_scale`` and the ``sequence`` mode (module docstring)."""
 
-    distillation_mode: str = "sampled_token"     # sampled_token | topk_logits | full_logits
+    distillation_mode: str = "sampled_token"     # sampled_token | topk_logits | full_logits | sequence (ours)
     distillation_topk: int | None = None
     distillation_alpha: float = 1.0              # 0: KL(teacher || student), 1: KL(student || teacher)
     distillation_add_tail: bool = False
@@ -64,6 +75,9 @@ class SDPOFields:
     # loss_type (GRPO's field) aggregates the GRPO term only, as in TRL's SDPO; the distillation
     # term is always the per-sequence token mean, then the mean over sequences (sdpo.loss)
     distillation_micro_batch_size: int | None = None  # rows per teacher forward (the longer one); None: all
+    # ours: the distillation term times c at the same learning rate (an ablation: under AdamW a
+    # constant factor on the loss barely changes the update); > 0
+    distillation_loss_scale: float = 1.0
     teacher_model_kind: str = "ema"              # live | base | ema
     teacher_update_rate: float = 0.05
     teacher_sync_steps: int = 1
@@ -88,8 +102,10 @@ class SDPOFields:
             raise ValueError(f"distillation_mode must be one of {SDPO_MODES}, got {self.distillation_mode!r}")
         if self.distillation_mode == "topk_logits" and not self.distillation_topk:
             raise ValueError("distillation_mode='topk_logits' needs distillation_topk")
-        if self.distillation_mode == "sampled_token" and self.distillation_alpha != 1.0:
-            raise ValueError("distillation_mode='sampled_token' needs distillation_alpha=1.0 (reverse KL)")
+        if self.distillation_mode in ("sampled_token", "sequence") and self.distillation_alpha != 1.0:
+            raise ValueError(f"distillation_mode={self.distillation_mode!r} needs distillation_alpha=1.0 (reverse KL)")
+        if not self.distillation_loss_scale > 0:
+            raise ValueError(f"distillation_loss_scale must be > 0, got {self.distillation_loss_scale}")
         if not 0.0 <= self.distillation_weight <= 1.0:
             raise ValueError(f"distillation_weight must be in [0, 1], got {self.distillation_weight}")
         if self.teacher_model_kind not in TEACHER_KINDS:
@@ -207,6 +223,7 @@ class SDPOLoop(GRPOLoop):
         loss, stats = sdpo_loss(student, teacher, ro.completion_ids, mask, mode=cfg.distillation_mode,
                                 top_k=cfg.distillation_topk, alpha=cfg.distillation_alpha,
                                 add_tail=cfg.distillation_add_tail, old_logp=old_logp, is_clip=cfg.distillation_is_clip)
+        loss = cfg.distillation_loss_scale * loss
         policy = None
         if advantages is not None:
             policy, _ = grpo_loss(logp, old_logp, advantages, ro.completion_mask, epsilon=cfg.epsilon,
@@ -231,10 +248,10 @@ class SDPOLoop(GRPOLoop):
         if cfg.distillation_weight < 1.0:
             advantages = group_advantages(rewards, G, cfg.scale_rewards).to(device)   # (B,)
         self.model.train()
-        old_logp = None
+        old_logp, update_norms = None, []
         for _ in range(cfg.num_iterations):
             loss, policy, stats, old_logp = self.objective(ro, t_ids, t_mask, mask, advantages, old_logp)
-            self.optimizer_step(loss)
+            update_norms.append(self.optimizer_step(loss))
             self.teacher.optimizer_step()
         coverage = selection.metrics()
         self._warn_if_no_teacher(coverage["sdpo/teacher_coverage"])
@@ -246,9 +263,22 @@ class SDPOLoop(GRPOLoop):
             "sdpo/distill_loss": stats["distill_loss"].item(),
             "sdpo/teacher_student_kl": stats["kl_sampled"].item(),
             "sdpo/reprompt_truncated": truncated,
+            "sdpo/update_norm": sum(update_norms) / len(update_norms),
             **{k: coverage[k] for k in ("sdpo/teacher_coverage", "sdpo/success_rate", "sdpo/success_group_frac",
                                         "sdpo/feedback_frac")},
         }
+
+    def optimizer_step(self, loss: torch.Tensor) -> float:
+        """GRPOLoop's step (backward, clip, AdamW, schedule); returns the L2 norm of the change
+        it made to the trainable parameters (a copy of them is held for the step: cheap on the
+        lab's models, one more copy of the weights on a full fine-tune)."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        before = [p.detach().clone() for p in params]
+        super().optimizer_step(loss)
+        with torch.no_grad():
+            delta = torch._foreach_sub([p.detach() for p in params], before)
+            norms = torch._foreach_norm(delta)                                         # one per tensor
+            return torch.linalg.vector_norm(torch.stack([n.to(norms[0].device, torch.float32) for n in norms])).item()
 
     def _warn_if_no_teacher(self, coverage: float) -> None:
         self._steps_without_teacher = self._steps_without_teacher + 1 if coverage == 0 else 0

@@ -4,7 +4,7 @@ The student is the policy on the original prompt; the teacher is a policy (itsel
 start or an EMA of it) that sees the same prompt plus a demonstration that worked, and reads the
 *same* completion. Per completion token the student is pulled towards the teacher's next-token
 distribution. Equal to ``trl.experimental.sdpo`` (its ``loss_utils`` and its trainer's
-aggregation; tested in fp64 over every mode):
+aggregation; tested in fp64 over each of its three modes), plus one mode of ours, ``sequence``:
 
     divergence (TRL's compute_divergence), alpha in [0, 1]:
         alpha = 0:  KL(teacher || student)          alpha = 1:  KL(student || teacher)
@@ -17,6 +17,11 @@ aggregation; tested in fp64 over every mode):
                        holding the rest of the mass (add_tail)
         sampled_token  the reverse-KL surrogate on the sampled tokens only:
                        l_t = sg(log s_t - log t_t) * log s_t   (alpha must be 1)
+        sequence       ours, not TRL's: the SDPO paper's sequence-level credit ablation (the paper
+                       orders logit-level > token-level > sequence-level > GRPO). One weight per
+                       completion, its summed log-ratio over the mask, on every token of it:
+                       S_i = sum_t mask_it * (log s_it - log t_it),   l_it = sg(S_i) * log s_it
+                       (alpha must be 1; its gradient is S_i x that of the sequence's mean log-prob)
     importance correction (optional): l_t * min(exp(clamp(logp_t - old_logp_t, +-20)), is_clip), detached
     aggregation: per sequence, the mean over ``mask`` (completion mask x self-distillation mask);
                  then the mean over all B sequences (a masked-out sequence counts as 0)
@@ -30,7 +35,8 @@ import torch
 
 from sdpo_kit.core.logprobs import masked_mean, masked_sum, token_logprobs
 
-SDPO_MODES = ("sampled_token", "topk_logits", "full_logits")
+SDPO_MODES = ("sampled_token", "topk_logits", "full_logits", "sequence")  # the last one is ours, not TRL's
+TRL_SDPO_MODES = SDPO_MODES[:3]
 LOG_RATIO_BOUND = 20.0
 
 
@@ -78,16 +84,22 @@ def topk_log_probs(student_logits: torch.Tensor, teacher_logits: torch.Tensor, k
 
 
 def sdpo_per_token_loss(student_logits, teacher_logits, completion_ids, *, mode, top_k=None, alpha=1.0,
-                        add_tail=False) -> torch.Tensor:
-    """The per-token distillation loss of one mode, (B, T) (module docstring)."""
+                        add_tail=False, mask=None) -> torch.Tensor:
+    """The per-token distillation loss of one mode, (B, T) (module docstring); ``mask`` (B, T) is
+    needed by ``sequence`` only (it sums each completion's log-ratios over it)."""
     if mode not in SDPO_MODES:
         raise ValueError(f"mode must be one of {SDPO_MODES}, got {mode!r}")
-    if mode == "sampled_token":
+    if mode in ("sampled_token", "sequence"):
         if alpha != 1.0:
-            raise ValueError(f"mode='sampled_token' is the reverse-KL surrogate: alpha must be 1.0, got {alpha}")
+            raise ValueError(f"mode={mode!r} is a reverse-KL surrogate: alpha must be 1.0, got {alpha}")
         s = token_logprobs(student_logits, completion_ids)                          # (B, T)
         t = token_logprobs(teacher_logits, completion_ids)                          # (B, T)
-        return (s - t).detach() * s                                                # (B, T)
+        if mode == "sampled_token":
+            return (s - t).detach() * s                                            # (B, T)
+        if mask is None:
+            raise ValueError("mode='sequence' needs the mask (its weight sums the log-ratios over it)")
+        seq = masked_sum((s - t).detach(), mask.to(s.dtype), dim=1)                 # (B,) S_i
+        return seq.unsqueeze(1) * s                                                # (B, T)
     if mode == "topk_logits":
         if not top_k or top_k < 1:
             raise ValueError("mode='topk_logits' needs top_k >= 1")
@@ -101,7 +113,8 @@ def sdpo_per_token_loss(student_logits, teacher_logits, completion_ids, *, mode,
 def sdpo_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, completion_ids: torch.Tensor,
               mask: torch.Tensor, *, mode: str, top_k: int | None = None, alpha: float = 1.0, add_tail: bool = False,
               old_logp: torch.Tensor | None = None, is_clip: float | None = None):
-    """SDPO's self-distillation loss (module docstring), equal to ``trl.experimental.sdpo``'s.
+    """SDPO's self-distillation loss (module docstring), equal to ``trl.experimental.sdpo``'s
+    (``TRL_SDPO_MODES``; ``sequence`` is ours).
 
     Args (shapes):
 
@@ -129,7 +142,7 @@ def sdpo_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, comple
         zero = student_logits.sum() * 0.0
         return zero, {"distill_loss": zero.detach(), "kl_sampled": zero.detach(), "active_frac": zero.detach()}
     per_token = sdpo_per_token_loss(student_logits, teacher_logits, completion_ids, mode=mode, top_k=top_k,
-                                    alpha=alpha, add_tail=add_tail)                 # (B, T)
+                                    alpha=alpha, add_tail=add_tail, mask=mask)      # (B, T)
     if is_clip is not None and old_logp is not None:
         logp = token_logprobs(student_logits, completion_ids)                       # (B, T)
         log_ratio = torch.clamp((logp - old_logp).detach(), -LOG_RATIO_BOUND, LOG_RATIO_BOUND)

@@ -20,6 +20,8 @@ builder wraps them so the feedback reaches the teacher prompts.
 Equal to TRL 1.16's SDPOTrainer on the same batch with the same teacher (a test builds both),
 except for a teacher prompt over ``max_reprompt_len`` tokens: TRL cuts it from the left, losing the
 question first; here the head of its demonstration goes instead (``SDPOFields.teacher_batch``).
+Two knobs of ours TRL lacks work here too, through the same ``sdpo_loss`` call: the ``sequence``
+distillation mode and ``distillation_loss_scale`` (the distillation term times c).
 Import after Unsloth (``models.load_policy`` on a GPU does), so the class derives from the
 patched GRPOTrainer; the CLI and the registry import it late.
 """
@@ -129,7 +131,7 @@ class SDPOTrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["sdpo/distill_loss"].append(stats["distill_loss"].item())
         self._metrics[mode]["sdpo/teacher_student_kl"].append(stats["kl_sampled"].item())
-        return loss
+        return a.distillation_loss_scale * loss
 
     def _policy_loss(self, student: torch.Tensor, inputs) -> torch.Tensor:
         """GRPO's clipped surrogate on the same student logits, no KL (TRL's SDPO policy term)."""

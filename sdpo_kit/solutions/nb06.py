@@ -1,5 +1,5 @@
-"""Reference answers to the exercises of notebooks/06_test_time_self_distillation.ipynb (test-time
-self-distillation: best-of-k, and feedback the model can read)."""
+"""Reference answers to the exercises of notebooks/06_test_time_self_distillation.ipynb (multi-turn
+reprompting at test time, ``sdpo.multi_turn``: best-of-k, and feedback the model can read)."""
 
 from __future__ import annotations
 
