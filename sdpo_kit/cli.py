@@ -16,7 +16,9 @@ registers (``sdpo_kit.registry``) and runs it. Every trainer writes the same fil
     D/reward_curve.png   the live plot's last frame
     D/config.yaml        the config actually run (overrides applied)
 
-and end with ``held-out accuracy: before X -> after Y (+Z)`` and the wall time. A resumed run
+Before training it prints the preflight (``core.preflight``: on a CPU one line, on CUDA the device,
+the dtype it trains in and why, free memory and a peak-memory estimate), and it ends with
+``held-out accuracy: before X -> after Y (+Z)`` and the wall time. A resumed run
 starts from the same starting policy (a reference model is a copy of it), loads the
 checkpoint, and logs steps N+1.. as the run that was not interrupted would have.
 
@@ -75,6 +77,24 @@ class ProgressPrinter:
             print("  ".join(parts), flush=True)
 
 
+def preflight_for(cfg) -> str:
+    """``models.preflight`` for a run config: a step's completions, budget, teacher, the model's LoRA
+    and 4-bit settings, and the precision the backend trains in (the TRL preset's on the TRL backend)."""
+    from sdpo_kit.models import preflight
+
+    tc, m = cfg.trainer, cfg.model
+    completions = getattr(tc, "batch_size", None) or tc.prompts_per_step * getattr(tc, "num_generations", 1)
+    mixed_precision = getattr(tc, "mixed_precision", "auto")
+    if cfg.backend == "trl" and mixed_precision == "auto":
+        from sdpo_kit.core.trl_base import resolve_preset
+
+        args = resolve_preset(tc.preset)
+        mixed_precision = "fp16" if args.get("fp16") else "bf16" if args.get("bf16") else "no"
+    return preflight(m.name, completions=completions, completion_len=getattr(tc, "max_completion_length", 256),
+                     teacher=cfg.algorithm in ("sdpo", "ppo") or bool(getattr(tc, "beta", 0.0)),
+                     lora=m.lora, load_in_4bit=m.load_in_4bit, mixed_precision=mixed_precision)
+
+
 def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -> dict:
     """Run one training job from a ``Config`` (from ``resume_from``, a checkpoint folder, if given).
 
@@ -103,13 +123,14 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
     print(f"sdpo-kit train {config_path}: algorithm={cfg.algorithm} backend={cfg.backend} model={cfg.model.name} "
           f"reward={[r['type'] for r in cfg.reward]} steps={tc.max_steps} threads={threads}{resumed} -> {out}",
           flush=True)
+    print(f"preflight: {preflight_for(cfg)}", flush=True)
 
     task = make_task(**cfg.task)
     train_rows, heldout = task.splits()
     model, tokenizer = load_policy(
         cfg.model.name, lora=cfg.model.lora, load_in_4bit=cfg.model.load_in_4bit,
         max_seq_length=cfg.model.max_seq_length, trust_remote_code=cfg.model.trust_remote_code,
-        lab_config=lab_config_for(cfg, task), dtype=cfg.model.dtype,
+        lab_config=lab_config_for(cfg, task), dtype=cfg.model.dtype, fast_inference=cfg.model.fast_inference,
     )
     weights = [r.get("weight", 1.0) for r in cfg.reward]
     specs = [{k: v for k, v in r.items() if k != "weight"} for r in cfg.reward]

@@ -7,14 +7,19 @@
     make_optimizer  AdamW over the trainable parameters + a constant or linear-decay schedule
     should_evaluate step 0, every ``eval_every`` steps, the last step
     ScratchTrainer  the loop: evaluate, step, log (``metrics.MetricsSink``), checkpoint, resume
-                    (a changed max_steps is refused when the schedule decays over it)
+                    (a changed max_steps is refused when the schedule decays over it), in the
+                    precision ``core.precision`` chooses from the device (``mixed_precision``)
 
 A subclass implements ``step() -> dict`` (one sampled batch and its optimizer passes; it calls
 ``self.next_rows()`` and ``self.optimizer_step(loss)``) and, if it keeps state of its own that a
 resumed run needs, ``extra_state()`` / ``load_extra_state(state)``.
 
-Left out on purpose: gradient accumulation, mixed precision and distributed training (the
-TRL-backed trainers have them); a scratch trainer stays one readable file.
+Mixed precision (``mixed_precision="auto"``): fp32 on a CPU, exactly as before it existed (no
+autocast, the same operations in the same order); on CUDA bf16 autocast from compute capability
+8.0, else fp16 autocast with a gradient scaler, the trainable weights in fp32 (``core.precision``).
+
+Left out on purpose: gradient accumulation and distributed training (the TRL-backed trainers have
+them); a scratch trainer stays one readable file.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import torch
 
 from sdpo_kit.core import checkpoint as ckpt
 from sdpo_kit.core.metrics import MetricsSink
+from sdpo_kit.core.precision import MIXED_PRECISION, MixedPrecision, device_precision, model_device, upcast_trainable
 from sdpo_kit.core.utils import eval_mode
 
 LR_SCHEDULES = ("constant", "linear")
@@ -51,6 +57,7 @@ class RunConfig:
     save_total_limit: int | None = None  # keep only the newest N checkpoints; None: all
     seed: int = 0
     output_dir: str | None = None     # metrics.jsonl and checkpoints go there when set
+    mixed_precision: str = "auto"     # auto | no | fp16 | bf16 (core.precision; auto is fp32 on a CPU)
 
     def __post_init__(self):
         if self.max_steps < 1 or self.prompts_per_step < 1:
@@ -61,6 +68,8 @@ class RunConfig:
             raise ValueError("eval_every and save_steps must be >= 0")
         if self.save_steps and not self.output_dir:
             raise ValueError("save_steps > 0 needs an output_dir to write checkpoints to")
+        if self.mixed_precision not in MIXED_PRECISION:
+            raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
 
 
 def check_enough_rows(num_rows: int, prompts_per_step: int) -> None:
@@ -141,6 +150,11 @@ class ScratchTrainer:
             check_enough_rows(len(train_rows), config.prompts_per_step)
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.eval_fn = eval_fn
+        # chosen from the model's device; the trainable weights go to fp32 before the optimizer holds them
+        self.precision = device_precision(model_device(model), config.mixed_precision)
+        upcast_trainable(model)
+        self.amp = MixedPrecision(self.precision)
+        self.skipped_updates = 0  # optimizer steps the fp16 scaler skipped (an inf / NaN gradient)
         self.sampler = RowSampler(train_rows, config.prompts_per_step, config.seed)
         self.rows = self.sampler.rows
         self.optimizer, self.scheduler = make_optimizer(
@@ -171,10 +185,11 @@ class ScratchTrainer:
         return self.sampler.next_rows()
 
     def optimizer_step(self, loss: torch.Tensor) -> None:
-        """backward, clip the gradient norm to ``max_grad_norm``, step, schedule, zero."""
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-        self.optimizer.step()
+        """backward, clip the gradient norm to ``max_grad_norm``, step, schedule, zero (in fp16 the
+        loss is scaled and a step with an inf / NaN gradient skipped: ``core.precision``)."""
+        self.amp.backward(loss)
+        if not self.amp.step(self.optimizer, self.model.parameters(), self.config.max_grad_norm):
+            self.skipped_updates += 1
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -186,7 +201,7 @@ class ScratchTrainer:
     def evaluate(self) -> float | None:
         if self.eval_fn is None:
             return None
-        with eval_mode(self.model):
+        with eval_mode(self.model), self.amp.autocast():
             return float(self.eval_fn(self.model))
 
     def log(self, row: dict) -> None:
@@ -206,6 +221,7 @@ class ScratchTrainer:
             start = int(state["step"])
             self.sampler.load_state_dict(state["sampler"])
             self.load_extra_state(state.get("extra", {}))
+            self.amp.load_state_dict(state.get("scaler", {}))
             self.load_extra_files(Path(resume_from_checkpoint))
         self.sink.start(state["history"] if state else ())
         if cfg.output_dir:
@@ -219,7 +235,8 @@ class ScratchTrainer:
         self.model.train()
         for step in range(start + 1, cfg.max_steps + 1):
             t0 = time.perf_counter()
-            row = {"step": step, **self.step()}
+            with self.amp.autocast():  # a null context in fp32
+                row = {"step": step, **self.step()}
             row.setdefault("time/step_s", time.perf_counter() - t0)
             if self.eval_fn is not None and should_evaluate(step, cfg.max_steps, cfg.eval_every):
                 row["eval/accuracy"] = self.evaluate()
@@ -232,6 +249,8 @@ class ScratchTrainer:
         """``output_dir/checkpoint-<step>/`` (see ``core.checkpoint``)."""
         state = {"history": self.history, "sampler": self.sampler.state_dict(), "extra": self.extra_state(),
                  "config": dataclasses.asdict(self.config)}
+        if self.amp.scaler is not None:  # fp16 only: fp32 checkpoints stay as they were
+            state["scaler"] = self.amp.state_dict()
         return ckpt.save_checkpoint(self.config.output_dir, step, model=self.model, optimizer=self.optimizer,
                                     scheduler=self.scheduler, state=state, tokenizer=self.tokenizer,
                                     total_limit=self.config.save_total_limit, write_extra=self.save_extra_files)

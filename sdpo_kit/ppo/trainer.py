@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from sdpo_kit.core.logprobs import token_logprobs
+from sdpo_kit.core.precision import upcast_trainable
 from sdpo_kit.core.sampling import completion_logits, sample
 from sdpo_kit.core.scratch import ScratchTrainer
 from sdpo_kit.ppo.config import TeacherStudentPPOConfig
@@ -76,6 +77,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         self.reward_funcs, self.reward_weights = list(reward_funcs), reward_weights
         self.teacher = teacher.eval().requires_grad_(False) if teacher is not None else None
         self.ref_model = None if hasattr(model, "disable_adapter") else copy.deepcopy(model).eval().requires_grad_(False)
+        upcast_trainable(self.pv)  # the value head too (the scaffold upcast the policy): fp32 weights that train
         self.optimizer = self._setup_optimizer()
         self.scheduler = self._setup_scheduler()
         self.kl_ctl = self._setup_kl_controller()
@@ -199,10 +201,10 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
                 for k in range(cfg.gradient_accumulation_steps):
                     lo = start + k * cfg.mini_batch_size
                     loss, stats, kd = self.minibatch_loss(b, order[lo:lo + cfg.mini_batch_size])
-                    (loss / cfg.gradient_accumulation_steps).backward()
+                    self.amp.backward(loss / cfg.gradient_accumulation_steps)   # scaled in fp16 (core.precision)
                     logged.append({**{k2: v.item() for k2, v in stats.items()}, "loss": loss.item(), "kd": kd.item()})
-                torch.nn.utils.clip_grad_norm_(self.pv.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
+                if not self.amp.step(self.optimizer, self.pv.parameters(), cfg.max_grad_norm):
+                    self.skipped_updates += 1                    # fp16: an inf / NaN gradient, step skipped
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
             epochs_run += 1
