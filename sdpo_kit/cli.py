@@ -1,7 +1,8 @@
 """The ``sdpo-kit`` command line.
 
     sdpo-kit train CONFIG.yaml [--backend scratch|trl] [--max-steps N] [--output-dir D]
-                               [--resume-from D0/checkpoint-N] [--set section.key=value ...]
+                               [--resume-from D0/checkpoint-N] [--report-to none|tensorboard|trackio|wandb]
+                               [--set section.key=value ...]
 
 ``train`` loads the config (``sdpo_kit.registry.load_config``), the policy (``models.load_policy``), the
 task splits and the rewards (``rewards.make_reward``; model-scored rewards score with the
@@ -10,6 +11,9 @@ registers (``sdpo_kit.registry``) and runs it. Every trainer writes the same fil
 
     D/metrics.jsonl      one JSON row per step: step, reward/mean, reward/std, loss, ...,
                          eval/accuracy at step 0, every trainer.eval_every steps and at the end
+    D/completions.jsonl  every trainer.log_completions_every steps: each sampled completion with its
+                         prompt, rewards, feedback (SDPO: teacher prompt); pandas.read_json(..., lines=True)
+    D/runs/, D/wandb/    with --report-to tensorboard / wandb (REPORT_TO_HELP says how to open each)
     D/checkpoint-N/      every trainer.save_steps steps (model or adapter, optimizer, scheduler,
                          random states, step, sampler position); --resume-from continues there
     D/model/             the trained model (safetensors) or its LoRA adapter, and the tokenizer
@@ -37,6 +41,12 @@ import time
 from pathlib import Path
 
 import yaml
+
+REPORT_TO_HELP = ("experiment tracker(s), TRL's names (trainer.report_to; default none): "
+                  "tensorboard -> OUTPUT_DIR/runs, open with `tensorboard --logdir OUTPUT_DIR/runs`; "
+                  "trackio -> local database, open with `trackio show`; "
+                  "wandb -> wandb's settings (WANDB_MODE=offline: OUTPUT_DIR/wandb, then `wandb sync`). "
+                  "Comma-separate several")
 
 
 def _parse_set(items) -> dict:
@@ -199,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--output-dir", help="override output_dir")
     tr.add_argument("--resume-from", metavar="DIR/checkpoint-N",
                     help="continue a run from one of its checkpoints (trainer.save_steps writes them)")
+    tr.add_argument("--report-to", metavar="NAME[,NAME]", help=REPORT_TO_HELP)
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                     help="override any config key, e.g. --set trainer.eval_every=10 (repeatable)")
     ex = sub.add_parser("export", help="export a trained run: LoRA adapter or merged model (sdpo_kit.deploy.export)")
@@ -277,6 +288,9 @@ def main(argv=None) -> int:
         overrides["trainer.max_steps"] = args.max_steps
     if args.output_dir:
         overrides["output_dir"] = args.output_dir
+    if args.report_to:
+        names = [n.strip() for n in args.report_to.split(",") if n.strip()]
+        overrides["trainer.report_to"] = names[0] if len(names) == 1 else names
     try:
         cfg = load_config(args.config, overrides)
         if args.resume_from and not Path(args.resume_from).is_dir():

@@ -12,6 +12,8 @@
     trl_base.py    what every TRL-backed trainer shares (presets, metrics callback, resume)
     metrics.py     metric names, TRL's names for them, the metrics.jsonl sink
     plotting.py    LivePlot and its TrainerCallback
+    completions.py sampled completions to completions.jsonl and to the dashboard (both backends)
+    trackers.py    report_to for the scratch loops: tensorboard, trackio, wandb through their own APIs
     config.py      the YAML run config, parsed and checked (the registry supplies the trainer classes)
     utils.py       eval_mode, seed_everything, tolerances
 """

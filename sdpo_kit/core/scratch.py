@@ -8,11 +8,16 @@
     should_evaluate step 0, every ``eval_every`` steps, the last step
     ScratchTrainer  the loop: evaluate, step, log (``metrics.MetricsSink``), checkpoint, resume
                     (a changed max_steps is refused when the schedule decays over it), in the
-                    precision ``core.precision`` chooses from the device (``mixed_precision``)
+                    precision ``core.precision`` chooses from the device (``mixed_precision``);
+                    sampled completions to ``completions.jsonl`` (``core.completions``), the rows
+                    to the trackers ``report_to`` names (``core.trackers``), and a clean stop
+                    after the current step, with a checkpoint, when a callback asks for one
+                    (its ``stop_requested`` is true: the dashboard's stop button)
 
 A subclass implements ``step() -> dict`` (one sampled batch and its optimizer passes; it calls
 ``self.next_rows()`` and ``self.optimizer_step(loss)``) and, if it keeps state of its own that a
-resumed run needs, ``extra_state()`` / ``load_extra_state(state)``.
+resumed run needs, ``extra_state()`` / ``load_extra_state(state)``. ``step()`` hands the batch's
+completions to ``self.record_completions(prompt=..., completion=..., reward=..., ...)``.
 
 Mixed precision (``mixed_precision="auto"``): fp32 on a CPU, exactly as before it existed (no
 autocast, the same operations in the same order); on CUDA bf16 autocast from compute capability
@@ -36,8 +41,10 @@ from pathlib import Path
 import torch
 
 from sdpo_kit.core import checkpoint as ckpt
+from sdpo_kit.core.completions import CompletionLog
 from sdpo_kit.core.metrics import MetricsSink
 from sdpo_kit.core.precision import MIXED_PRECISION, MixedPrecision, device_precision, model_device, upcast_trainable
+from sdpo_kit.core.trackers import Trackers, check_report_to
 from sdpo_kit.core.utils import eval_mode
 
 LR_SCHEDULES = ("constant", "linear")
@@ -58,6 +65,8 @@ class RunConfig:
     seed: int = 0
     output_dir: str | None = None     # metrics.jsonl and checkpoints go there when set
     mixed_precision: str = "auto"     # auto | no | fp16 | bf16 (core.precision; auto is fp32 on a CPU)
+    log_completions_every: int = 10   # output_dir/completions.jsonl every N steps; 0: never
+    report_to: str | list = "none"    # none | tensorboard | trackio | wandb, or a list (TRL's report_to)
 
     def __post_init__(self):
         if self.max_steps < 1 or self.prompts_per_step < 1:
@@ -70,6 +79,9 @@ class RunConfig:
             raise ValueError("save_steps > 0 needs an output_dir to write checkpoints to")
         if self.mixed_precision not in MIXED_PRECISION:
             raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
+        if self.log_completions_every < 0:
+            raise ValueError(f"log_completions_every must be >= 0, got {self.log_completions_every}")
+        check_report_to(self.report_to)
 
 
 def check_enough_rows(num_rows: int, prompts_per_step: int) -> None:
@@ -136,7 +148,9 @@ class ScratchTrainer:
         config: a ``RunConfig`` (subclass).
         eval_fn: ``eval_fn(model) -> float``, e.g. a task's held-out greedy accuracy; run in
             eval mode at step 0, every ``eval_every`` steps and at the end (``eval/accuracy``).
-        callbacks: callables ``cb(row)`` run after each logged row (``LivePlot``, a printer...).
+        callbacks: callables ``cb(row)`` run after each logged row (``LivePlot``, ``Dashboard``, a
+            printer...); one with ``on_completions(step, rows)`` also gets each step's sampled
+            completions, and one whose ``stop_requested`` turns true ends the run after that step.
     """
 
     @property
@@ -159,8 +173,13 @@ class ScratchTrainer:
         self.rows = self.sampler.rows
         self.optimizer, self.scheduler = make_optimizer(
             model, config.learning_rate, config.lr_scheduler_type, config.max_steps * self.updates_per_step)
-        self.sink = MetricsSink(config.output_dir, callbacks)
+        self.callbacks = list(callbacks)
+        self.trackers = Trackers(config.report_to, config.output_dir, dataclasses.asdict(config))
+        self.sink = MetricsSink(config.output_dir, [*self.callbacks, self.trackers])
         self.history = self.sink.history
+        self.completion_log = CompletionLog(config.output_dir, config.log_completions_every, self.callbacks)
+        self.current_step = 0  # the step train() is running (record_completions files rows under it)
+        self.stopped_at: int | None = None  # the step a stop request ended the run after
 
     # --- what a subclass writes ---------------------------------------------------------
     def step(self) -> dict:
@@ -183,6 +202,19 @@ class ScratchTrainer:
     # --- helpers for step() -------------------------------------------------------------
     def next_rows(self) -> list[dict]:
         return self.sampler.next_rows()
+
+    def record_completions(self, **columns) -> None:
+        """The step's sampled completions, one list per column (``core.completions``): prompt,
+        completion, reward, reward/<name>, feedback, ...; kept only when a file or listener wants them."""
+        self.completion_log.add(self.current_step, **columns)
+
+    def completions_wanted(self) -> bool:
+        """Whether this step's completions go anywhere (skip extra work, such as decoding, if not)."""
+        return self.completion_log.wanted(self.current_step)
+
+    def stop_requested(self) -> bool:
+        """True when a callback asks to stop (``stop_requested``: the dashboard's stop button)."""
+        return any(getattr(cb, "stop_requested", False) for cb in self.callbacks)
 
     def optimizer_step(self, loss: torch.Tensor) -> None:
         """backward, clip the gradient norm to ``max_grad_norm``, step, schedule, zero (in fp16 the
@@ -224,6 +256,8 @@ class ScratchTrainer:
             self.amp.load_state_dict(state.get("scaler", {}))
             self.load_extra_files(Path(resume_from_checkpoint))
         self.sink.start(state["history"] if state else ())
+        self.completion_log.start(start)
+        self.trackers.start()
         if cfg.output_dir:
             out = Path(cfg.output_dir)
             out.mkdir(parents=True, exist_ok=True)
@@ -233,16 +267,28 @@ class ScratchTrainer:
         elif self.eval_fn is not None:
             self.log({"step": 0, "eval/accuracy": self.evaluate()})
         self.model.train()
-        for step in range(start + 1, cfg.max_steps + 1):
-            t0 = time.perf_counter()
-            with self.amp.autocast():  # a null context in fp32
-                row = {"step": step, **self.step()}
-            row.setdefault("time/step_s", time.perf_counter() - t0)
-            if self.eval_fn is not None and should_evaluate(step, cfg.max_steps, cfg.eval_every):
-                row["eval/accuracy"] = self.evaluate()
-            self.log(row)
-            if cfg.save_steps and (step % cfg.save_steps == 0 or step == cfg.max_steps):
-                self.save_checkpoint(step)
+        try:
+            for step in range(start + 1, cfg.max_steps + 1):
+                self.current_step = step
+                t0 = time.perf_counter()
+                with self.amp.autocast():  # a null context in fp32
+                    row = {"step": step, **self.step()}
+                row.setdefault("time/step_s", time.perf_counter() - t0)
+                if self.eval_fn is not None and should_evaluate(step, cfg.max_steps, cfg.eval_every):
+                    row["eval/accuracy"] = self.evaluate()
+                self.completion_log.flush(step)  # before the row: a dashboard shows both at once
+                self.log(row)
+                stop = step < cfg.max_steps and self.stop_requested()
+                if (cfg.save_steps and (step % cfg.save_steps == 0 or step == cfg.max_steps)) or (stop and cfg.output_dir):
+                    self.save_checkpoint(step)
+                if stop:  # asked between steps: the step ran whole, its checkpoint resumes the run
+                    self.stopped_at = step
+                    if not cfg.output_dir:
+                        warnings.warn(f"stopped after step {step} on request; no output_dir, so no checkpoint "
+                                      f"to resume from", stacklevel=2)
+                    break
+        finally:
+            self.trackers.close()
         return self.history
 
     def save_checkpoint(self, step: int) -> Path:
@@ -271,7 +317,8 @@ class ScratchTrainer:
                 f"max_steps={now['max_steps']}: its learning-rate schedule decays over max_steps, so the resumed "
                 f"steps would follow another schedule than the interrupted run's. Resume with "
                 f"max_steps={saved['max_steps']} (or train with a constant schedule to extend a run)")
-        harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "output_dir"}
+        harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "output_dir",
+                    "log_completions_every", "report_to"}
         changed = sorted(k for k in saved if k not in harmless and k in now and saved[k] != now[k])
         if changed:
             warnings.warn(f"resuming with a config that differs from the checkpoint's in {changed}: "

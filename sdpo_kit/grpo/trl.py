@@ -53,7 +53,7 @@ from sdpo_kit.core.trl_base import (
 from sdpo_kit.grpo.loop import GRPOSettings
 from sdpo_kit.rewards import check_columns, checked
 
-OURS_ONLY = ("prompts_per_step", "eval_every", "mixed_precision")  # config keys TRL does not know
+OURS_ONLY = ("prompts_per_step", "eval_every", "mixed_precision", "log_completions_every")  # config keys TRL does not know
 DEFAULT_ARGS = {"per_device_train_batch_size": 64, "num_generations": 8}
 
 
@@ -96,6 +96,7 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
     args = {**BASE_ARGS, **DEFAULT_ARGS, **resolve_preset(preset), "output_dir": str(output_dir)}
     overrides = {k: v for k, v in overrides.items() if v is not None or k == "epsilon_high"}
     overrides.pop("eval_every", None)
+    overrides.pop("log_completions_every", None)  # ours: MetricsCallback writes completions.jsonl
     prompts_per_step = overrides.pop("prompts_per_step", None)
     mixed_precision = overrides.pop("mixed_precision", "auto")
     if mixed_precision != "auto":  # the scratch loops' knob, in transformers' flags
@@ -126,7 +127,8 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
 
 def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, preset: str = "cpu",
                            eval_fn: Callable | None = None, output_dir="runs/trl_grpo",
-                           callbacks: Sequence = (), eval_every: int = 0, verbose: bool = True,
+                           callbacks: Sequence = (), eval_every: int = 0, log_completions_every: int = 10,
+                           verbose: bool = True,
                            reward_weights: Sequence[float] | None = None, trainer_class=None, args_class=None,
                            **grpo_overrides):
     """A ``trl.GRPOTrainer`` for ``model`` with sdpo_kit's rewards, presets and metrics file.
@@ -139,8 +141,10 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
         preset: ``"cpu"``, ``"t4"``, ``"t4_vllm"`` or ``"auto"``.
         eval_fn: ``eval_fn(model) -> float``, e.g. held-out greedy accuracy; logged as
             ``eval/accuracy`` at step 0, every ``eval_every`` steps and at the end.
+        log_completions_every: the sampled batch to ``output_dir/completions.jsonl`` every N steps (0: never).
         callbacks: ``TrainerCallback`` instances go to the trainer; plain callables get each
-            metrics row (the scratch loop's callback interface, e.g. a ``LivePlot``).
+            metrics row (the scratch loop's callback interface, e.g. a ``LivePlot`` or a
+            ``Dashboard``: its completions table and stop button work here too).
         verbose: False drops transformers' progress bar / log printer.
         trainer_class, args_class: a ``GRPOTrainer`` subclass and its config class (VAPOR's);
             default ``trl.GRPOTrainer`` / ``trl.GRPOConfig``, looked up now.
@@ -165,7 +169,8 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     trl_config = args_class(**args)
     check_enough_rows(len(train_dataset) if hasattr(train_dataset, "__len__") else None, trl_config)
     trainer_cbs, sinks = split_callbacks(callbacks)
-    metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1)
+    metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1,
+                                 log_completions_every)
     trainer = trainer_class(
         model=model, reward_funcs=[checked(f) for f in reward_funcs], args=trl_config,
         train_dataset=train_dataset, processing_class=tokenizer,
@@ -174,6 +179,7 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     if not verbose:
         quiet(trainer)
     trainer.metrics_callback = metrics_cb
+    metrics_cb.trainer = trainer  # its last sampled batch feeds completions.jsonl (core.completions.trl_samples)
     trainer.history = metrics_cb.history
     return trainer
 
@@ -187,8 +193,10 @@ def build_from_config(model, tokenizer, reward_funcs, train_rows, config: TRLGRP
     knobs = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in ("preset", "trl_args")}
     output_dir = knobs.pop("output_dir") or "runs/trl_grpo"
     eval_every = knobs.pop("eval_every")
+    log_every = knobs.pop("log_completions_every")
     return build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_rows, preset=config.preset,
                                   eval_fn=eval_fn, output_dir=output_dir, callbacks=callbacks,
-                                  eval_every=eval_every, verbose=verbose, reward_weights=reward_weights,
+                                  eval_every=eval_every, log_completions_every=log_every, verbose=verbose,
+                                  reward_weights=reward_weights,
                                   trainer_class=trainer_class, args_class=args_class,
                                   **{**knobs, **config.trl_args})

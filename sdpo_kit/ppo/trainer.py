@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from sdpo_kit.core.completions import reward_columns
 from sdpo_kit.core.logprobs import token_logprobs
 from sdpo_kit.core.precision import upcast_trainable
 from sdpo_kit.core.sampling import completion_logits, sample
@@ -50,7 +51,7 @@ from sdpo_kit.ppo.loss import (
     scale_scores,
 )
 from sdpo_kit.ppo.value_head import HEAD_FILE, PolicyWithValueHead
-from sdpo_kit.rewards import compute_rewards
+from sdpo_kit.rewards import compute_rewards, reward_name
 
 
 class TeacherStudentPPOTrainer(ScratchTrainer):
@@ -154,8 +155,10 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         chat = not isinstance(rows[0]["prompt"], str)
         completions = [[{"role": "assistant", "content": t}] if chat else t for t in ro.texts]
         columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
-        raw, _ = compute_rewards(self.reward_funcs, [r["prompt"] for r in rows], completions, columns,
+        raw, per_func = compute_rewards(self.reward_funcs, [r["prompt"] for r in rows], completions, columns,
                                  self.reward_weights)                                 # (B,)
+        self.record_completions(prompt=[r["prompt"] for r in rows], completion=completions, reward=raw.tolist(),
+                                **reward_columns([reward_name(f) for f in self.reward_funcs], per_func))
         scores = self.process_scores(raw)                                              # (B,)
         mask = ro.completion_mask.float()                                              # (B, T)
         with torch.no_grad():
