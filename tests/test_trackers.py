@@ -122,12 +122,12 @@ BEFORE = [(-0.1374938189983368, 0.4464285671710968, 0.0851229801774025),
           (-0.09373849630355835, 0.4464285969734192, 0.041614070534706116)]
 
 
-def unchanged_run(tok, **cfg):
+def unchanged_run(tok, callbacks=(), **cfg):
     rows = ArithmeticTask(n_eval=8, seed=0).splits()[0]
     config = GRPOConfig(**{**dict(max_steps=4, prompts_per_step=2, num_generations=4, max_completion_length=3,
                                   num_iterations=2, beta=0.05, learning_rate=3e-3, seed=1), **cfg})
-    return [(r["loss"], r["reward/mean"], r["loss/kl"])
-            for r in GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, config).train()]
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, config, callbacks=callbacks)
+    return [(r["loss"], r["reward/mean"], r["loss/kl"]) for r in loop.train()]
 
 
 def test_numbers_are_unchanged_with_trackers_off(tok, tmp_path):

@@ -12,6 +12,8 @@
     trl_base.py    what every TRL-backed trainer shares (presets, metrics callback, resume)
     metrics.py     metric names, TRL's names for them, the metrics.jsonl sink
     plotting.py    LivePlot and its TrainerCallback
+    dashboard.py   the training dashboard (ipywidgets): plots, progress, completions table, stop button
+    explore.py     the notebooks' explorers: sliders -> figure in Jupyter, the default figure headless
     completions.py sampled completions to completions.jsonl and to the dashboard (both backends)
     trackers.py    report_to for the scratch loops: tensorboard, trackio, wandb through their own APIs
     config.py      the YAML run config, parsed and checked (the registry supplies the trainer classes)

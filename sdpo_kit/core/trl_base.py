@@ -274,15 +274,11 @@ class MetricsCallback(TrainerCallback):
             self.completions.flush(step)
         self.sink.log(row)
         self._t_last, self._last_row_step = time.perf_counter(), step  # evaluation kept out of s/step
-
-    def on_step_end(self, args, state, control, **kwargs):
-        # a stop asked for during the step: after its last pass, before the log / save that follow
-        last = state.global_step >= state.max_steps
-        if state.global_step % self.mu or last or not any(getattr(s, "stop_requested", False) for s in self.sinks):
-            return
-        self.stopped_at = self._step(state.global_step)
-        control.should_training_stop = True
-        control.should_save = bool(self.output_dir)
+        if not last and any(getattr(s, "stop_requested", False) for s in self.sinks):
+            # asked for during the step or just now: the Trainer saves right after this log, then stops
+            self.stopped_at = step
+            control.should_training_stop = True
+            control.should_save = bool(self.output_dir)
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
