@@ -105,6 +105,7 @@ def test_sdpo_table_and_text_fallback(tok, rows, tmp_path, capsys, monkeypatch):
     assert dash.widget is None and (tmp_path / "dash.png").read_bytes()[:4] == b"\x89PNG"
     assert "sampled completions, step 2" in out and "has_teacher" in out and "teacher_prompt" in out
     assert "has_teacher" in html_table(dash.table_rows) and text_table([]) == "(no completions yet)"
+    assert dash.snapshot(tmp_path / "snap.png")[:4] == b"\x89PNG" and (tmp_path / "snap.png").stat().st_size > 0
 
 
 def test_in_a_kernel_one_widget_redrawn_in_place(tok, rows, monkeypatch):

@@ -5,6 +5,8 @@ library is not installed (``pip install 'sdpo_kit[trackers]'``: the dev extra ha
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from sdpo_kit.core.trackers import Trackers, check_report_to, scalars
@@ -84,6 +86,9 @@ def test_scratch_wandb_offline(tok, tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     run(tok, tmp_path, "wandb")
     (log,) = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    deadline = time.monotonic() + 30  # wandb's service process may still be writing the file after finish()
+    while b"loss/kl" not in log.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.2)
     data = log.read_bytes()
     assert b"reward/mean" in data and b"loss/kl" in data
 

@@ -29,6 +29,7 @@ Left out on purpose: controls that change a running run (learning rate, sampling
 from __future__ import annotations
 
 import html
+import io
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -166,6 +167,34 @@ class Dashboard:
         if self.widget is not None and self.plot.history:
             self.image.value = self.plot.render()
         self._show(final=True)
+
+    def snapshot(self, path: str | os.PathLike | None = None) -> bytes:
+        """The dashboard as one PNG, for docs and headless runs: the status line, the plot panels and
+        the completions table as text (what the widget shows, without a browser); written to ``path``."""
+        import matplotlib.image as mpimg
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        plot = mpimg.imread(io.BytesIO(self.plot.render()), format="png")
+        h, w = plot.shape[0] / 100, plot.shape[1] / 100                              # inches at 100 dpi
+        caption = f"sampled completions, step {self.table_step}" if self.table_rows else ""
+        table = f"{caption}\n{text_table(self.table_rows, width=30)}"
+        text_h = 0.16 * (table.count("\n") + 1) + 0.2
+        fig = Figure(figsize=(w, h + 0.45 + text_h), dpi=100)
+        FigureCanvasAgg(fig)
+        H = fig.get_figheight()
+        ax = fig.add_axes((0, text_h / H, 1, h / H))
+        ax.imshow(plot)
+        ax.axis("off")
+        fig.text(0.01, 1 - 0.12 / H, f"[stop after this step]   {self.status_text(final=True)}", va="top",
+                 family="monospace", fontsize=10)
+        fig.text(0.01, (text_h - 0.1) / H, table, va="top", family="monospace", fontsize=7.5)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_bytes(buf.getvalue())
+        return buf.getvalue()
 
     # --- progress -----------------------------------------------------------------------
     @property
