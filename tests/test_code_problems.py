@@ -1,8 +1,9 @@
 """The shipped code problems and the loader: the data is well formed, every reference solution
-passes all its tests through the sandbox, a trivial program earns no reward on any problem, the
-reward's half of the tests is deterministic and inside the evaluation set, and LiveCodeBench-format
-records (tests/data/livecodebench_sample.jsonl, written in that format for this test, private tests
-compressed as code_generation_lite ships them) load into the same rows.
+(tests/data/code_problem_references.json, not shipped) passes all its tests through the sandbox,
+a trivial program earns no reward on any problem, the reward's half of the tests is deterministic
+and inside the evaluation set, and LiveCodeBench-format records (tests/data/livecodebench_sample.jsonl,
+written in that format for this test, private tests compressed as code_generation_lite ships
+them) load into the same rows.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sdpo_kit.rewards.code_runner import parse_tests, split_tests
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the sandbox needs a POSIX system")
 
 LCB_SAMPLE = Path(__file__).with_name("data") / "livecodebench_sample.jsonl"
+REFERENCES = json.loads((Path(__file__).with_name("data") / "code_problem_references.json").read_text())
 LCB_REFERENCES = {  # LiveCodeBench ships no solutions; the second leans on the predefined typing names
     "abc900_a": "input()\nprint(sum(int(x) % 2 == 0 for x in input().split()))\n",
     "9001": "class Solution:\n    def countAbove(self, nums: List[int], k: int) -> int:\n"
@@ -43,22 +45,24 @@ def expected(test: dict) -> str:
 
 def test_the_shipped_problems_are_well_formed():
     """About 40 problems with unique ids, 6 to 10 tests each, both forms well represented, each with
-    a reference solution; the reward's half of each problem holds two different expected outputs,
-    so no constant answer can earn the reward."""
+    a reference solution in tests/data and none in the shipped file; the reward's half of each
+    problem holds two different expected outputs, so no constant answer can earn the reward."""
     problems = read_code_problems()
     assert 35 <= len(problems) <= 45 and len({p["problem_id"] for p in problems}) == len(problems)
     forms = collections.Counter("call" if "fn_name" in p["tests"][0] else "stdin" for p in problems)
     assert forms["call"] >= 15 and forms["stdin"] >= 15, forms
+    assert sorted(REFERENCES) == sorted(p["problem_id"] for p in problems)
     for p in problems:
         tests = parse_tests(p["tests"])
-        assert 6 <= len(tests) <= 10 and p["reference"] and p["question"], p["problem_id"]
+        assert 6 <= len(tests) <= 10 and REFERENCES[p["problem_id"]] and p["question"], p["problem_id"]
+        assert "reference" not in p, p["problem_id"]
         assert len({expected(t) for t in split_tests(tests)[0]}) >= 2, p["problem_id"]
 
 
 def test_rows_are_chat_prompts_with_the_reward_half_for_training_and_all_for_evaluation():
     """Train rows hold split_tests' deterministic half (in the tests' order, inside the evaluation
     tests), eval rows every test; the same problems in the same order; the prompt is one user
-    message with the question and the code-block format; no reference leaks into a row."""
+    message with the question and the code-block format; no reference is in a row."""
     train, evaluation = load_code_problems(), load_code_problems(split="eval")
     assert load_code_problems(split="train") == train
     assert [r["problem_id"] for r in train] == [r["problem_id"] for r in evaluation]
@@ -71,7 +75,7 @@ def test_rows_are_chat_prompts_with_the_reward_half_for_training_and_all_for_eva
         assert message["role"] == "user" and p["question"].strip() in message["content"]
         assert "```python" in message["content"] and (p["starter_code"].strip() or "stdin") in message["content"]
         assert (tr["form"] == "call") == bool(tr["fn_name"]) and tr["split"] == "train" and tr["source"] == "sdpo_kit"
-        assert "reference" not in tr and p["reference"] not in json.dumps(tr)
+        assert "reference" not in tr and REFERENCES[p["problem_id"]] not in json.dumps(tr)
     with pytest.raises(ValueError, match="split must be one of"):
         load_code_problems(split="test")
 
@@ -80,7 +84,7 @@ def test_every_reference_passes_and_a_trivial_program_earns_nothing():
     """Each reference solution passes every one of its problem's tests in the sandbox (the pool
     runs them); a program that answers 0 whatever the input fails the reward's half of every problem."""
     problems = read_code_problems()
-    jobs = [(p["reference"], p["tests"]) for p in problems]
+    jobs = [(REFERENCES[p["problem_id"]], p["tests"]) for p in problems]
     jobs += [(trivial_program(parse_tests(p["tests"])), split_tests(p["tests"])[0]) for p in problems]
     results = run_tests_many(jobs, timeout_s=5.0, memory_mb=512)
     references, trivial = results[:len(problems)], results[len(problems):]
@@ -94,10 +98,9 @@ def test_the_code_reward_scores_loaded_rows():
     """A reference in a ```python block scores 1 with empty feedback on its train row; the trivial
     program scores 0 with feedback, in both forms."""
     rows = {r["problem_id"]: r for r in load_code_problems()}
-    refs = {p["problem_id"]: p["reference"] for p in read_code_problems()}
     picked = [rows["sum_two"], rows["two_sum"]]
     (reward,) = make_reward({"type": "code", "timeout_s": 5.0})
-    completions = [f"```python\n{refs[r['problem_id']]}```" for r in picked]
+    completions = [f"```python\n{REFERENCES[r['problem_id']]}```" for r in picked]
     completions += [f"```python\n{trivial_program(json.loads(r['tests']))}```" for r in picked]
     out = reward([r["prompt"] for r in picked * 2], completions, tests=[r["tests"] for r in picked * 2])
     assert [o["score"] for o in out] == [1.0, 1.0, 0.0, 0.0]
@@ -138,7 +141,8 @@ def test_livecodebench_fields_that_are_not_plain_data_are_refused(tmp_path):
 
 
 def test_the_problem_file_ships_with_the_package():
-    """The data file sits inside the package and pyproject declares it as package data."""
+    """The data file sits inside the package and pyproject declares it as package data (the
+    references, in tests/data, are no package's data)."""
     assert PROBLEMS_PATH.is_file() and PROBLEMS_PATH.parent.parent.name == "rewards"
     pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert '"sdpo_kit.rewards" = ["data/*.jsonl"]' in pyproject

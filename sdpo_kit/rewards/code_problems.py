@@ -1,15 +1,17 @@
 """The code problem set and its loader: chat rows with a ``tests`` column for the ``code`` reward.
 
     load_code_problems(path=None, *, split="train")   chat rows, ours or a local LiveCodeBench file
-    read_code_problems(path=None)                     the file's records as they are (references included)
+    read_code_problems(path=None)                     the file's records as they are
     code_prompt(question, starter_code)               the user message, LiveCodeBench's wording
 
 ``path`` None: ``data/code_problems.jsonl``, 40 short problems written for this project, 20 in
 each test form (stdin/stdout and call-based, some as LeetCode's ``class Solution``, one with
-keyword arguments), 7 to 9 tests each, each with a reference solution that only the tests run.
+keyword arguments), 7 to 9 tests each. Their reference solutions do not ship (a file in the
+package is a file a sandboxed program might find): they live in the repository's
+``tests/data/code_problem_references.json``, keyed by ``problem_id``, where the tests run them.
 A path: JSON lines (or one JSON list) of records in either form, told apart by their keys:
 
-    ours           problem_id, title, difficulty, question, starter_code, tests (a list), reference
+    ours           problem_id, title, difficulty, question, starter_code, tests (a list)
     LiveCodeBench  question_id, question_title, question_content, difficulty, platform, starter_code,
                    public_test_cases and private_test_cases (JSON text of [{"input", "output",
                    "testtype": "stdin" | "functional"}], the private ones possibly compressed as in

@@ -1,7 +1,8 @@
 """Run one untrusted Python program in a fresh, locked-down child process: the parent side.
 
-``run_program(code, stdin)`` starts ``python -I sandbox_child.py`` (isolated mode: no PYTHON*
-variables, no user site) in a fresh temporary directory holding ``Solution.py``, with:
+``run_program(code, stdin)`` starts ``python -I -S sandbox_child.py`` (isolated mode: no PYTHON*
+variables, no user site; no ``site``: the standard library alone on ``sys.path``) in a fresh
+temporary directory holding ``Solution.py`` and a copy of the child script, with:
 
     environment   a fixed minimal one (PATH, HOME=TMPDIR=the temp dir, C.UTF-8, one BLAS thread);
                   nothing of the parent's, so no API keys
@@ -11,11 +12,16 @@ variables, no user site) in a fresh temporary directory holding ``Solution.py``,
                   (``output_limit``): 100 MB printed is cut at the cap, the child killed
     temp dir      removed afterwards; owned by nobody when the child drops root (which then
                   mounts a 64 MiB tmpfs over it: the program cannot fill the disk)
+    paths         the standard library's directories, which the child may read, and the private
+                  ones, which it must not: every site-packages of this interpreter and of its
+                  base, the user site, and sdpo_kit's package (its problem file holds every
+                  expected output); ``python_paths()``
 
 and the child (``sandbox_child.py``) locks itself down before the model's code runs: rlimits
 (CPU, address space, file size, no new processes, no core files), a network namespace or
-disabled sockets, nobody instead of root, Landlock. ``ProgramRun.isolation`` says which of those
-the platform granted. Grading (what the output means) lives in ``code_runner.py``.
+disabled sockets, nobody instead of root, the private directories covered (as root), Landlock.
+``ProgramRun.isolation`` says which of those the platform granted. Grading (what the output
+means) lives in ``code_runner.py``.
 
 Left out on purpose: containers, seccomp, cgroups, a pid namespace, Windows. This is a guard
 against careless or runaway programs (the reward's inputs), not a boundary for code written to
@@ -30,14 +36,18 @@ import os
 import selectors
 import shutil
 import signal
+import site
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
-CHILD = str(Path(__file__).with_name("sandbox_child.py"))
+CHILD = Path(__file__).with_name("sandbox_child.py")
+PACKAGE = Path(__file__).resolve().parents[1]  # sdpo_kit: the problem file lives in it
 NOBODY = 65534
 STARTUP_S = 0.5         # interpreter start, on top of the program's own time limit
 OUTPUT_LIMIT = 1 << 20  # bytes of stdout kept; more kills the program
@@ -79,6 +89,26 @@ class ProgramRun:
         return {k: v for k, v in ready.items() if k != "kind"}
 
 
+@lru_cache(maxsize=1)
+def python_paths() -> dict:
+    """``{"stdlib": [...], "private": [...]}``, real paths. stdlib: the standard library and its
+    extension modules (``lib-dynload``), of the base interpreter when this one is a venv (a venv's
+    own ``lib/pythonX.Y`` holds only site-packages). private: what a program must not read, even
+    where it lies inside a standard library directory (pyenv and python.org builds keep
+    site-packages there; Debian keeps dist-packages under /usr)."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix, "installed_base": sys.base_prefix,
+            "installed_platbase": sys.base_exec_prefix}
+    stdlib = {sysconfig.get_path(k, vars=base) for k in ("stdlib", "platstdlib")} | {os.path.dirname(os.__file__)}
+    stdlib |= {os.path.join(d, "lib-dynload") for d in stdlib}
+    stdlib |= {p for p in sys.path if p.endswith(".zip")}  # python311.zip, where a build has one
+    private = {sysconfig.get_path(k, vars=v) for k in ("purelib", "platlib") for v in ({}, base)}
+    private |= {*site.getsitepackages(), *site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])}
+    private |= {site.getusersitepackages(), str(PACKAGE)}
+    stdlib = sorted({os.path.realpath(d) for d in stdlib if os.path.exists(d)})
+    private = sorted({os.path.realpath(d) for d in private if d and os.path.isdir(d)})
+    return {"stdlib": stdlib, "private": private}
+
+
 def _remove_tree(path: str) -> None:
     def retry(func, p, exc):  # a program may chmod its own files to 000
         try:
@@ -113,10 +143,12 @@ def run_program(code: str, stdin: str | bytes = b"", *, fn_name: str | None = No
     workdir = tempfile.mkdtemp(prefix="sdpo-sandbox-")
     try:
         Path(workdir, "Solution.py").write_text(code, encoding="utf-8")
+        shutil.copyfile(CHILD, Path(workdir, CHILD.name))  # the child needs no path into the package
         if root_drop:  # the child becomes nobody: it must own its directory, and only that
             os.chown(workdir, NOBODY, NOBODY)
         cfg = {"cpu_s": math.ceil(timeout_s) + 1, "memory": int(memory_mb) << 20, "fsize": FILE_LIMIT,
-               "disk": DISK_LIMIT, "fn_name": fn_name, "drop_root": bool(drop_root), "report_fd": None}
+               "disk": DISK_LIMIT, "fn_name": fn_name, "drop_root": bool(drop_root), "report_fd": None,
+               **python_paths()}
         return _supervise(cfg, workdir, data, timeout_s + STARTUP_S, output_limit)
     finally:
         _remove_tree(workdir)
@@ -128,7 +160,7 @@ def _supervise(cfg: dict, workdir: str, data: bytes, wall_s: float, output_limit
     run = ProgramRun()
     start = time.monotonic()
     try:
-        proc = subprocess.Popen([sys.executable, "-I", CHILD, json.dumps(cfg)], cwd=workdir,
+        proc = subprocess.Popen([sys.executable, "-I", "-S", CHILD.name, json.dumps(cfg)], cwd=workdir,
                                 env={**ENV, "HOME": workdir, "TMPDIR": workdir}, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w,),
                                 start_new_session=True, close_fds=True)

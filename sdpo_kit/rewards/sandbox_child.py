@@ -1,19 +1,26 @@
-"""The child side of the code sandbox: a script, run as ``python -I sandbox_child.py CONFIG``.
+"""The child side of the code sandbox: a script, run as ``python -I -S sandbox_child.py CONFIG``.
 
-It runs in a fresh interpreter started by ``sandbox.run_program`` inside a fresh temporary
-directory that holds ``Solution.py``. Before the model's code runs it locks itself down, as far
-as the platform allows, and reports what it managed on a pipe of its own (one JSON object per line):
+It runs in a fresh interpreter (no ``site``: the standard library alone on ``sys.path``) started
+by ``sandbox.run_program`` in a fresh temporary directory holding ``Solution.py`` and a copy of
+this script. ``CONFIG`` names the standard library's directories (``stdlib``) and those the program
+must not read (``private``: site-packages, sdpo_kit's package with its problem file). Before the
+model's code runs it locks itself down, as far as the platform allows, and reports what it
+managed on a pipe of its own (one JSON object per line):
 
     limits      RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_CORE=0, RLIMIT_NOFILE, RLIMIT_NPROC=1
     network     a new network namespace (only a down loopback), else sockets replaced by raisers
     user        as root: setuid to nobody (65534), so RLIMIT_NPROC binds (root ignores it)
-    filesystem  Landlock (Linux >= 5.13): write only beneath the temp dir, read only the
-                interpreter's own directories; also no TCP (ABI >= 4), no signals to outside (ABI >= 6)
+    filesystem  Landlock (Linux >= 5.13): write only beneath the temp dir, read only the standard
+                library and system libraries, minus every private directory (Landlock only grants,
+                so a directory holding one is allowed entry by entry around it); also no TCP
+                (ABI >= 4), no signals to outside (ABI >= 6)
     disk        as root: a mount namespace with a size-capped tmpfs over the temp dir; /tmp,
                 /var/tmp, /dev/shm, /run/lock covered read-only (only the temp dir shows through)
     imports     as root with an interpreter other users cannot enter (pyenv under /root): the same
-                mount namespace shows nobody only the interpreter's directories there (else: preloaded
-                modules only)
+                mount namespace shows nobody only the standard library there (else: preloaded
+                modules only); and it covers each private directory with an empty read-only tmpfs
+    packages    in the report: what keeps the private directories unread ("landlock", "mounts",
+                both, or "readable")
     signals     neither nobody nor Landlock ABI >= 6: os.kill / os.killpg patched to refuse other pids
 
 Then it executes ``Solution.py``: as ``__main__`` reading the real stdin (stdin tests), or as a
@@ -24,7 +31,7 @@ which never comes here). An exception is reported as type, message and the last 
 frames inside ``Solution.py`` (line number, function, source line).
 
 It imports nothing from sdpo_kit (the package imports torch; this must start fast) and leaves
-out on purpose: seccomp, pid and mount namespaces, cgroups. It is a reliability guard for
+out on purpose: seccomp, a pid namespace, cgroups. It is a reliability guard for
 rewards, not a security boundary against code written to escape (it shares the interpreter).
 """
 
@@ -46,7 +53,8 @@ FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1, 2, 4, 8
 FS_ALL_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
 FS_TRUNCATE = 1 << 14
 READ_ONLY = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
-# only what an interpreter needs at run time; /proc stays out (another process's environ lives there)
+# with the standard library, what an interpreter needs at run time; /proc stays out (another
+# process's environ lives there); site-packages beneath /usr is cut out (see readable_paths)
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/etc/ld.so.cache", "/etc/localtime", "/dev/urandom")
 FILENAME = "Solution.py"
 WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
@@ -97,23 +105,36 @@ def new_netns(lib, root: bool) -> bool:
     return lib.unshare(CLONE_NEWNET if root else CLONE_NEWUSER | CLONE_NEWNET) == 0
 
 
-def readable_by_others(path) -> bool:
-    """Every directory on the way to ``path`` can be entered by any user, and it can be read."""
-    path = os.path.realpath(path)
-    parts = path.split(os.sep)
-    for i in range(2, len(parts)):
-        if not os.stat(os.sep.join(parts[:i])).st_mode & 0o001:
-            return False
-    return os.stat(path).st_mode & 0o005 == 0o005
+def beneath(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def interpreter_dirs() -> list:
-    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    dirs.update(p for p in sys.path if p)
-    return sorted(d for d in dirs if os.path.isdir(d))
+def readable_paths(roots, private) -> list:
+    """``roots`` with every ``private`` directory cut out. Landlock rules only grant, so a root that
+    holds a private directory (the standard library holds site-packages; /usr holds dist-packages)
+    is replaced by its entries, recursively; an entry that links outside the directory being
+    opened up is left out (its target is readable if it lies in a root)."""
+    out, seen = [], set()
+    stack = [(os.path.realpath(r), None) for r in roots]
+    while stack:
+        path, parent = stack.pop()
+        if path in seen or not os.path.exists(path) or any(beneath(path, d) for d in private):
+            continue
+        if parent is not None and not beneath(path, parent):
+            continue
+        seen.add(path)
+        if not any(beneath(d, path) for d in private):
+            out.append(path)
+            continue
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            continue  # neither it nor its entries: the private directory stays out
+        stack.extend((os.path.realpath(e.path) if e.is_symlink() else e.path, path) for e in entries)
+    return sorted(out)
 
 
-def landlock(lib, workdir) -> int:
+def landlock(lib, workdir, stdlib, private) -> int:
     """Confine the file system (and TCP, signals where the ABI has them); the ABI used, 0 if none."""
     if not sys.platform.startswith("linux"):
         return 0
@@ -143,7 +164,7 @@ def landlock(lib, workdir) -> int:
         lib.syscall(n(SYS_ADD_RULE), n(ruleset), n(1), ctypes.byref(rule), n(0))  # 1: RULE_PATH_BENEATH
         os.close(fd)
 
-    for path in (*SYSTEM_READ, *interpreter_dirs()):
+    for path in readable_paths((*SYSTEM_READ, *stdlib), private):
         allow(path, READ_ONLY)
     allow("/dev/null", FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE)
     allow(workdir, fs_all)
@@ -160,6 +181,11 @@ def blocking_ancestor(path):
         if not os.stat(d).st_mode & 0o001:
             return d
     return None
+
+
+def readable_by_others(path) -> bool:
+    """Every directory on the way to ``path`` can be entered by any user, and it can be read."""
+    return blocking_ancestor(path) is None and os.stat(os.path.realpath(path)).st_mode & 0o005 == 0o005
 
 
 def private_mounts(lib) -> bool:
@@ -207,7 +233,7 @@ def cover(lib, top: str, keep: list) -> bool:
 
 def cover_all(lib, dirs: list, workdir: str) -> dict:
     """In our mount namespace: cover each directory nobody may not enter on the way to the
-    interpreter (/root for pyenv), showing only the interpreter there, and each world-writable
+    standard library ``dirs`` (/root for pyenv), showing only those there, and each world-writable
     one (/tmp, /var/tmp, /dev/shm, /run/lock), showing only our temp dir. Without Landlock that
     is what keeps nobody from writing outside the temp dir."""
     groups = {}
@@ -227,32 +253,46 @@ def cover_all(lib, dirs: list, workdir: str) -> dict:
     return done
 
 
+def hide(lib, private: list) -> bool:
+    """In our mount namespace: an empty read-only tmpfs over each private directory still in
+    sight (site-packages inside a standard library shown by ``cover_all``, sdpo_kit's package).
+    True: every one is covered (a mount that fails raises)."""
+    for d in sorted(private, key=len):  # outer first: one inside a hidden one is then gone
+        if os.path.isdir(d):
+            mount(lib, b"tmpfs", d, b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"mode=555,size=4k")
+    return True
+
+
 def lock_down(cfg) -> dict:
     """Everything before the model's code runs; what was achieved, for the parent's record."""
     linux = sys.platform.startswith("linux")
     lib = libc() if linux else None
     was_root = os.geteuid() == 0
-    info = {"limits": set_limits(cfg), "user": "unchanged", "imports": "all", "disk": "per-file limit"}
+    stdlib, private = cfg["stdlib"], [d for d in cfg["private"] if not any(beneath(s, d) for s in cfg["stdlib"])]
+    info = {"limits": set_limits(cfg), "user": "unchanged", "imports": "standard library", "disk": "per-file limit"}
     netns = linux and new_netns(lib, was_root)
     if not netns:
         disable_sockets()
     info["network"] = "netns" if netns else "sockets-disabled"
-    drop = was_root and cfg["drop_root"]
+    drop, hidden = was_root and cfg["drop_root"], False
     if drop:
         mounts = linux and private_mounts(lib)
         if mounts:
             workdir_tmpfs(lib, cfg["disk"])
             info["disk"] = f"tmpfs {cfg['disk'] >> 20} MiB"
-        dirs = interpreter_dirs()
+        dirs = [d for d in stdlib if os.path.isdir(d)]
         blocked = {blocking_ancestor(d) for d in dirs if not readable_by_others(d)}  # before any cover
         covered = cover_all(lib, dirs, os.getcwd()) if mounts else {}
         info["covered"] = sorted(k for k, ok in covered.items() if ok)
         if not all(covered.get(top) for top in blocked):
             preload()
             info["imports"] = "preloaded only"
+        hidden = mounts and hide(lib, private)
     if linux:
         lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    info["landlock_abi"] = landlock(lib, os.getcwd()) if linux else 0
+    info["landlock_abi"] = landlock(lib, os.getcwd(), stdlib, private) if linux else 0
+    held = [name for name, ok in (("landlock", info["landlock_abi"] > 0), ("mounts", hidden)) if ok]
+    info["packages"] = "+".join(held) or "readable"
     if drop:
         os.setgroups([])
         os.setresgid(NOBODY, NOBODY, NOBODY)
