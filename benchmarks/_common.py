@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -53,6 +54,7 @@ MEASURES = {
     "lab": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
     "vapor": CORE + ["sdpo_kit/grpo", "sdpo_kit/vapor", "configs/vapor.yaml"],
     "sdpo": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo.yaml", "configs/sdpo_feedback.yaml"],
+    "sdpo_lab": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_lab.yaml", "configs/sdpo_paper.yaml"],
     "ppo": CORE + ["sdpo_kit/ppo", "configs/teacher_student_ppo.yaml"],
     "export": CORE + ["sdpo_kit/grpo", "sdpo_kit/deploy", "configs/demo.yaml"],
     "notebooks": CORE + ["sdpo_kit", "notebooks", "configs"],
@@ -163,5 +165,5 @@ def run_config(path: str, overrides: dict) -> dict:
     return train(cfg, config_path=path)
 
 
-if __name__ != "__main__" and Path(sys.argv[0]).name.startswith("bench_"):
-    require_clean_tree()   # fail before an hour of training, not after it
+if __name__ != "__main__" and Path(sys.argv[0]).name.startswith("bench_") and multiprocessing.current_process().name == "MainProcess":
+    require_clean_tree()   # fail before an hour of training, not after it (once: not in a script's worker processes)

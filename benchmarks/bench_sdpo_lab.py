@@ -2,11 +2,13 @@
 
     python benchmarks/bench_sdpo_lab.py [--seeds S ...] [--dial D ...] [--methods M ...] [--steps N] [--out FILE]
                                         [--tune-seeds S ...] [--lr-grid LR ...] [--lr METHOD=LR ...] [--no-runs]
+                                        [--discovery] [--budgets K ...] [--discovery-rows N]
 
 The lab: ``long_addition`` (two 4-digit operands; a 4-5 digit answer) with digit feedback that names
 the wrong places (``lab/feedback.py``), and a warm start whose in-context skill is set by the dial,
-``LabConfig.context_steps`` (``lab/skill.py``): SFT steps on SDPO's own teacher prompts, interleaved
-with a fixed budget of plain steps. ``--dial`` takes step counts from ``DIALS`` or ``min`` / ``max``.
+``LabConfig.context_steps`` (``lab/skill.py``): SFT batches of SDPO's own teacher prompts joined to the
+last context_steps of a fixed budget of plain steps (``context_mix: joint``). ``--dial`` takes step counts from ``DIALS`` or ``min`` / ``max``.
+The recipe is ``configs/sdpo_lab.yaml`` (TRL's SDPO defaults); ``sdpo_paper`` runs ``configs/sdpo_paper.yaml``.
 
 Part 1, per dial: ``sdpo.teacher_quality`` of the warm start on the held-out split (plain accuracy,
 teacher accuracy with a sibling's success, with feedback on its own failed attempt, and the share of
@@ -16,17 +18,24 @@ Part 2, per dial, method and seed: a scratch-backend run from that warm start, h
 accuracy every ``eval_every`` steps. Every method gets the same warm start, prompts, group size,
 completion budget and steps; its learning rate is picked from ``--lr-grid`` by the median final
 accuracy on ``--tune-seeds`` (at the top of the dial) and then reported on ``--seeds``, so no method is
-judged on seeds it was tuned on (``--lr METHOD=LR`` pins one instead).
+judged on seeds it was tuned on (``--lr METHOD=LR`` pins one instead). Methods: ``grpo``; ``sdpo``
+(successful siblings only); ``sdpo_feedback`` (and the digit feedback, TRL's placement);
+``sdpo_feedback_only_without_solution``; credit ``sdpo_sequence`` / ``sdpo`` (token) / ``sdpo_topk`` /
+``sdpo_full_logits``; ``sdpo_paper``; teachers ``sdpo_frozen`` / ``sdpo_live`` (``sdpo``'s is the EMA);
+``sdpo_loss_third`` (the loss times 1/3 at the same learning rate; every SDPO run logs its update norm).
+
+Part 3 (``--discovery``), at the lowest and highest dial: on the held-out rows the warm start solves in
+under 10% of 32 samples, the discovery rate within k attempts of best-of-k, multi-turn reprompting and
+test-time SDPO (``sdpo/test_time_training.py``), batches of 8, all at max(k) attempts.
 
 Writes ``{"runs": [{"method", "dial", "seed", "final_acc", "acc_by_step": [[step, acc], ...]}],
-"start_acc": {dial: acc}, "teacher": {dial: {...}}, "lr": {method: lr}, "tuning": [...]}`` in the
+"start_acc": {dial: acc}, "teacher": {dial: {...}}, "lr": {method: lr}, "tuning": [...], "discovery": {dial: ...}}`` in the
 results file's ``runs`` / ``summary`` (``benchmarks/results/sdpo_lab.json`` by default) and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import tempfile
 import time
@@ -35,28 +44,23 @@ from pathlib import Path
 from _common import machine, median, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 
-# the dial: SFT steps on teacher prompts (0: the model never saw one)
-DIALS = [0, 300, 1000]
-PLAIN_SFT_STEPS = 2000
-LAB = {"max_position_embeddings": 256, "sft_steps": PLAIN_SFT_STEPS, "copy_fraction": 0.0, "n_eval": 200}
-BASE = {
-    "algorithm": "sdpo", "backend": "scratch",
-    "model": {"name": "tiny-lab", "lab": LAB},
-    "task": {"name": "long_addition", "n_eval": 200, "seed": 0},
-    "reward": {"type": "feedback"},           # exact match; the digit feedback is read only by the teachers that use it
-    "trainer": {"max_steps": 200, "prompts_per_step": 16, "num_generations": 8, "learning_rate": 3.0e-4,
-                "lr_scheduler_type": "constant", "temperature": 1.0, "max_completion_length": 7,
-                "distillation_mode": "sampled_token", "distillation_alpha": 1.0, "distillation_weight": 1.0,
-                "teacher_model_kind": "ema", "teacher_update_rate": 0.05, "success_reward_threshold": 1.0,
-                "include_environment_feedback": False, "eval_every": 25, "seed": 0},
-    "output_dir": "runs/sdpo_lab",
-}
+# the dial: SFT steps on teacher prompts (0: the model never saw one); the rest of the recipe is the config's
+DIALS = [0, 500, 1000]
+BASE_CONFIG = "configs/sdpo_lab.yaml"       # the skill lab with TRL's SDPO defaults (token-level, alpha 1, EMA)
+PAPER_CONFIG = "configs/sdpo_paper.yaml"    # the lasgroup recipe on the same lab
 
+
+def base() -> dict:
+    from sdpo_kit.core.config import read_config_file
+
+    return read_config_file(BASE_CONFIG)
 
 
 def method_config(method: str) -> dict:
     """The run config of ``method`` (the dial and the learning rate are set per run)."""
-    data = copy.deepcopy(BASE)
+    from sdpo_kit.core.config import read_config_file
+
+    data = base()
     t = data["trainer"]
     if method == "grpo":
         data["algorithm"] = "grpo"
@@ -67,21 +71,27 @@ def method_config(method: str) -> dict:
         t["include_environment_feedback"] = True
     elif method == "sdpo_feedback_only_without_solution":   # feedback only where no sibling succeeded
         t.update(include_environment_feedback=True, environment_feedback_only_without_solution=True)
+    elif method == "sdpo_sequence":               # sequence-level credit: one weight per completion
+        t["distillation_mode"] = "sequence"
     elif method == "sdpo_topk":                   # logit-level: top-100 with a tail bucket
         t.update(distillation_mode="topk_logits", distillation_topk=100, distillation_add_tail=True)
     elif method == "sdpo_full_logits":
         t.update(distillation_mode="full_logits")
+    elif method == "sdpo_paper":                  # the lasgroup recipe (configs/sdpo_paper.yaml)
+        data = read_config_file(PAPER_CONFIG)
     elif method == "sdpo_frozen":
         t["teacher_model_kind"] = "base"
     elif method == "sdpo_live":
         t["teacher_model_kind"] = "live"
+    elif method == "sdpo_loss_third":             # the loss times 1/3 at the same learning rate
+        t["distillation_loss_scale"] = 1 / 3
     else:
         raise SystemExit(f"unknown method {method!r}; choose from {sorted(METHODS)}")
     return data
 
 
-METHODS = ("grpo", "sdpo", "sdpo_feedback", "sdpo_feedback_only_without_solution", "sdpo_topk", "sdpo_full_logits",
-           "sdpo_frozen", "sdpo_live")
+METHODS = ("grpo", "sdpo", "sdpo_feedback", "sdpo_feedback_only_without_solution", "sdpo_sequence", "sdpo_topk",
+           "sdpo_full_logits", "sdpo_paper", "sdpo_frozen", "sdpo_live", "sdpo_loss_third")
 
 
 def dial_values(raw: list[str] | None) -> list[int]:
@@ -111,23 +121,86 @@ def run(method: str, dial: int, seed: int, steps: int, lr: float) -> dict:
                   config_path="benchmarks/bench_sdpo_lab.py")
         wall = time.perf_counter() - t0
     acc = [[r["step"], r["eval/accuracy"]] for r in s["history"] if r.get("eval/accuracy") is not None]
+    norms = [[r["step"], round(r["sdpo/update_norm"], 6)] for r in s["history"] if "sdpo/update_norm" in r]
     return {"method": method, "dial": dial, "seed": seed, "lr": lr, "steps": steps, "start_acc": s["before"],
-            "final_acc": s["after"], "acc_by_step": acc, "wall_s": round(wall, 1)}
+            "final_acc": s["after"], "acc_by_step": acc, "update_norm_by_step": norms, "wall_s": round(wall, 1)}
+
+
+def _run(spec: tuple) -> dict:
+    return run(*spec)
+
+
+def run_all(specs: list[tuple], jobs: int, label: str) -> list[dict]:
+    """``run(*spec)`` for each spec, in order, on ``jobs`` processes (each training run uses one torch
+    thread, the CLI's choice for the tiny lab; the warm starts are cached before any run starts)."""
+    def show(r):
+        print(f"{label} dial {r['dial']} {r['method']} lr {r['lr']:g} seed {r['seed']}: {r['start_acc']:.3f} -> "
+              f"{r['final_acc']:.3f} ({r['wall_s']} s)", flush=True)
+
+    if jobs <= 1:
+        out = []
+        for spec in specs:
+            out.append(run(*spec))
+            show(out[-1])
+        return out
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    results = [None] * len(specs)
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_run, spec): i for i, spec in enumerate(specs)}
+        for fut in as_completed(futures):
+            results[futures[fut]] = fut.result()
+            show(results[futures[fut]])
+    return results
+
+
+def warm_start_for(dial: int):
+    """The warm start (model, tokenizer), the task and its held-out rows at one dial setting."""
+    from sdpo_kit.lab.model import lab_config_for
+    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import config_from_dict
+
+    data = base()
+    data["model"]["lab"] = {**data["model"]["lab"], "context_steps": dial}
+    cfg = config_from_dict(data)
+    task = make_task(**cfg.task)
+    model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
+    return model, tok, task, cfg
 
 
 def teacher_table(dials: list[int]) -> dict:
-    from sdpo_kit.lab.model import LabConfig, warm_start
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
 
-    task = make_task(BASE["task"]["name"], n_eval=BASE["task"]["n_eval"], seed=BASE["task"]["seed"])
     out = {}
     for d in dials:
         t0 = time.perf_counter()
-        cfg = LabConfig(task=BASE["task"]["name"], digits=task.digits, terms=task.terms, **{**LAB, "context_steps": d})
-        model, tok = warm_start(cfg)
-        out[str(d)] = {**teacher_quality(model, tok, task, task.splits()[1]), "warm_start_s": round(time.perf_counter() - t0, 1)}
+        model, tok, task, cfg = warm_start_for(d)
+        templates = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
+        out[str(d)] = {**teacher_quality(model, tok, task, task.splits()[1], **templates),
+                       "warm_start_s": round(time.perf_counter() - t0, 1)}
         print(f"dial {d}: {out[str(d)]}", flush=True)
+    return out
+
+
+def discovery(dials: list[int], budgets: list[int], batch_size: int, max_rows: int) -> dict:
+    """Part 3: best-of-k vs multi-turn reprompting vs test-time SDPO on each dial's hard held-out rows."""
+    from sdpo_kit.rewards import feedback_reward
+    from sdpo_kit.sdpo.test_time_training import discovery_curves, hard_rows
+
+    out = {}
+    for d in dials:
+        model, tok, task, cfg = warm_start_for(d)
+        tr = cfg.trainer
+        templates = {k: getattr(tr, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
+        reward = feedback_reward(style=task.feedback_style)
+        hard = hard_rows(model, tok, task, task.splits()[1], reward, samples=32, below=0.1, temperature=tr.temperature)
+        out[str(d)] = discovery_curves(model, tok, task, hard[:max_rows], reward, budgets=budgets, batch_size=batch_size,
+                                       temperature=tr.temperature, seed=0, **templates)
+        out[str(d)]["hard_of_heldout"] = [len(hard), len(task.splits()[1])]
+        print(f"dial {d}: discovery on {len(hard[:max_rows])} hard rows:",
+              {m: v["discovery"] for m, v in out[str(d)]["methods"].items()}, flush=True)
     return out
 
 
@@ -136,13 +209,19 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--dial", nargs="+", help=f"dial settings (context SFT steps) from {DIALS}, or min / max")
     ap.add_argument("--methods", nargs="+", default=["grpo", "sdpo", "sdpo_feedback"], choices=METHODS)
-    ap.add_argument("--steps", type=int, default=BASE["trainer"]["max_steps"])
+    ap.add_argument("--steps", type=int, default=None, help=f"training steps (default: {BASE_CONFIG}'s max_steps)")
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sdpo_lab.json)")
     ap.add_argument("--tune-seeds", type=int, nargs="+", default=[100, 101, 102])
     ap.add_argument("--lr-grid", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
     ap.add_argument("--lr", nargs="+", default=[], help="METHOD=LR: pin a method's learning rate (no tuning)")
-    ap.add_argument("--no-runs", action="store_true", help="part 1 only: the dial's teacher table")
+    ap.add_argument("--no-runs", action="store_true", help="no training runs (the teacher table, and --discovery)")
+    ap.add_argument("--discovery", action="store_true", help="part 3: test-time discovery curves at the lowest and "
+                    "highest dial given")
+    ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64, 128], help="attempts k for part 3")
+    ap.add_argument("--discovery-rows", type=int, default=40, help="at most this many hard rows per dial in part 3")
+    ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each (one torch thread)")
     args = ap.parse_args()
+    args.steps = args.steps or base()["trainer"]["max_steps"]
     overlap = set(args.seeds) & set(args.tune_seeds)
     if overlap:
         raise SystemExit(f"seeds {sorted(overlap)} are both tuning and reporting seeds")
@@ -158,24 +237,17 @@ def main():
     runs, tuning, lrs = [], [], {}
     if not args.no_runs:
         top = max(dials)
-        for method in args.methods:
-            if method in pinned:
-                lrs[method] = pinned[method]
-                continue
-            scores = {}
-            for lr in args.lr_grid:
-                finals = [run(method, top, s, args.steps, lr) for s in args.tune_seeds]
-                tuning += finals
-                scores[lr] = median([r["final_acc"] for r in finals])
-                print(f"tune {method} lr {lr:g}: median final {scores[lr]:.3f}", flush=True)
+        lrs.update({m: pinned[m] for m in args.methods if m in pinned})
+        to_tune = [m for m in args.methods if m not in pinned]
+        tuning = run_all([(m, top, s, args.steps, lr) for m in to_tune for lr in args.lr_grid for s in args.tune_seeds],
+                         args.jobs, "tune")
+        for method in to_tune:
+            scores = {lr: median([r["final_acc"] for r in tuning if r["method"] == method and r["lr"] == lr])
+                      for lr in args.lr_grid}
+            print(f"tune {method}: median final by lr {scores}", flush=True)
             lrs[method] = max(scores, key=lambda lr: (scores[lr], -lr))   # ties: the smaller step
-        for d in dials:
-            for method in args.methods:
-                for s in args.seeds:
-                    runs.append(run(method, d, s, args.steps, lrs[method]))
-                    r = runs[-1]
-                    print(f"dial {d} {method} seed {s}: {r['start_acc']:.3f} -> {r['final_acc']:.3f} ({r['wall_s']} s)",
-                          flush=True)
+        runs = run_all([(m, d, s, args.steps, lrs[m]) for d in dials for m in args.methods for s in args.seeds],
+                       args.jobs, "run")
 
     print(f"\nmachine: {machine()}\n")
     print(table(["dial", "plain", "demo", "feedback", "right-token share", "token win demo", "token win feedback"],
@@ -186,15 +258,18 @@ def main():
         for d in dials:
             for m in args.methods:
                 mine = [r for r in runs if r["dial"] == d and r["method"] == m]
-                rows.append([d, m, lrs[m], median([r["final_acc"] for r in mine]),
+                rows.append([d, m, f"{lrs[m]:g}", median([r["final_acc"] for r in mine]),
                              ", ".join(f"{r['final_acc']:.3f}" for r in mine)])
         print(table(["dial", "method", "lr", "final (median)", "per seed"], rows))
+    found = discovery(sorted({min(dials), max(dials)}), args.budgets, 8, args.discovery_rows) if args.discovery else {}
     start_acc = {d: q["plain_acc"] for d, q in teacher.items()}
-    summary = {"start_acc": start_acc, "teacher": teacher, "lr": lrs, "tuning": tuning}
+    summary = {"start_acc": start_acc, "teacher": teacher, "lr": lrs, "tuning": tuning, "discovery": found}
     name = Path(args.out).stem if args.out else "sdpo_lab"
     path = write_results(name, config={"seeds": args.seeds, "dials": dials, "methods": args.methods,
                                        "steps": args.steps, "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid,
-                                       "pinned_lr": pinned, "base": BASE}, runs=runs, summary=summary)
+                                       "pinned_lr": pinned, "base": BASE_CONFIG, "budgets": args.budgets,
+                                       "jobs": args.jobs},
+                         runs=runs, summary=summary)
     payload = json.loads(path.read_text())      # the contract's top-level keys, beside write_results' own
     payload.update(start_acc=start_acc, teacher=teacher, lr=lrs)
     path.write_text(json.dumps(payload, indent=1) + "\n")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from report_code import code_reward
 from report_format import discovery_table, fmt, md_table, provenance
-from report_sdpo_lab import sdpo_lab, sdpo_lab_fields
+from report_sdpo_lab import sdpo_lab, sdpo_lab_discovery, sdpo_lab_fields, sdpo_lab_signal
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -221,13 +221,16 @@ BLOCKS = {
     "vapor": ("vapor", vapor),
     "sdpo": ("sdpo", sdpo),
     "sdpo-lab": ("sdpo_lab", sdpo_lab),
+    "sdpo-lab-signal": ("sdpo_lab_signal", sdpo_lab_signal),
+    "sdpo-lab-signal-1000": ("sdpo_lab_signal_1000", sdpo_lab_signal),
+    "sdpo-lab-discovery": ("sdpo_lab_discovery", sdpo_lab_discovery),
     "ppo": ("ppo", ppo),
     "export": ("export", export_table),
     "code-reward": ("code_reward", code_reward),
     "fresh-clone": ("fresh_clone", fresh_clone),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
-MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
+MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "sdpo_lab_signal": "bench_sdpo_lab_signal.py", "sdpo_lab_signal_1000": "bench_sdpo_lab_signal.py --dial max --steps 1000 --out sdpo_lab_signal_1000.json", "sdpo_lab_discovery": "bench_sdpo_lab.py --no-runs --discovery --out sdpo_lab_discovery.json", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
           "notebooks_full": "bench_notebooks.py --full", "lab": "bench_lab.py",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
           "trainer.lr_scheduler_type=constant --name demo_constant_lr",

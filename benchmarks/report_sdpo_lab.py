@@ -124,3 +124,51 @@ def sdpo_lab_fields(res: dict) -> dict:
         out[f"{m}_steps_to_grpo"] = fmt(v["median"])
         out[f"{m}_reached"] = f"{v['reached']} of {len(v['steps'])}"
     return out
+
+
+# --- why GRPO stalls (bench_sdpo_lab_signal.py) and the test-time methods (bench_sdpo_lab.py --discovery) ---
+
+SIGNAL_HEADERS = ["dial", "stage", "split", "greedy acc", "sampled acc", "p = 0", "0 < p < 1", "p = 1",
+                  "mixed groups of G"]
+
+
+def sdpo_lab_signal(res: dict) -> str:
+    """The block ``<!-- report:sdpo-lab-signal* -->``: the learning signal GRPO's groups carry, medians over seeds."""
+    c = res["config"]
+    return "\n".join([
+        f"p: a row's success rate over {c['samples']} samples at the training temperature; held-out split and "
+        f"{c['train_rows']} training rows; GRPO {c['steps']} steps at lr {c['lr']:g}, medians over seeds "
+        f"{', '.join(map(str, c['seeds']))}:", "",
+        md_table(SIGNAL_HEADERS, res["summary"]["table"]), "", provenance(res)])
+
+
+def attempts_to(d: dict, method: str, target: float) -> int | None:
+    """The fewest attempts k (of the measured budgets) at which ``method`` discovers at least ``target``."""
+    curve = d["methods"][method]["discovery"]
+    return next((k for k, rate in zip(d["budgets"], curve) if rate >= target - 1e-9), None)
+
+
+def discovery_goal(d: dict) -> str:
+    """Issue 17's goal 3, on one discovery table: test-time SDPO reaches best-of-k's rate at the largest
+    budget with at most a third of the attempts."""
+    k_max = d["budgets"][-1]
+    target = d["methods"]["best_of_k"]["discovery"][-1]
+    if target <= 0:
+        return f"Best-of-k discovers nothing within {k_max} attempts, so there is no rate to reach."
+    k = attempts_to(d, "test_time_sdpo", target)
+    reached = "never within the budget" if k is None else f"at k={k} ({k / k_max:.2f} of the attempts)"
+    return (f"Best-of-k reaches {fmt(target)} at k={k_max}; test-time SDPO reaches it {reached}. "
+            f"Goal (at most a third of the attempts): {'met' if k is not None and 3 * k <= k_max else 'not met'}.")
+
+
+def sdpo_lab_discovery(res: dict) -> str:
+    """The block ``<!-- report:sdpo-lab-discovery -->``: discovery curves at the lowest and highest dial."""
+    found = res["summary"].get("discovery") or {}
+    if not found:
+        return "Discovery curves: not measured in this results file."
+    parts = []
+    for dial, d in sorted(found.items(), key=lambda kv: int(kv[0])):
+        hard, n = d.get("hard_of_heldout", [d["rows"], None])
+        parts += [f"**Dial {dial}** ({hard} of {n} held-out problems are hard; the first {d['rows']} are used):", "",
+                  discovery_table(d), "", discovery_goal(d), ""]
+    return "\n".join(parts + [provenance(res)])

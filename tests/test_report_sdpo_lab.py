@@ -58,3 +58,29 @@ def test_no_steps_to_grpo_when_grpo_did_not_improve():
     assert lab.reach(res, 9)["gain"] < 0
     assert "GRPO did not improve in 50 steps" in lab.sdpo_lab(res)
     assert lab.reach(res, 9)["methods"]["sdpo"]["steps"] == [25, 25]     # step 0's 0.8 does not count
+
+
+def discovery(best, tts) -> dict:
+    return {"budgets": [8, 16, 32, 64], "rows": 10, "batch_size": 8, "max_attempts": 64, "hard_of_heldout": [12, 200],
+            "methods": {"best_of_k": {"discovery": best}, "multi_turn": {"discovery": [0.1] * 4},
+                        "test_time_sdpo": {"discovery": tts}}}
+
+
+def test_discovery_goal_compares_attempts_at_best_of_ks_final_rate():
+    assert lab.attempts_to(discovery([0.1, 0.2, 0.3, 0.5], [0.2, 0.5, 0.6, 0.7]), "test_time_sdpo", 0.5) == 16
+    met = lab.discovery_goal(discovery([0.1, 0.2, 0.3, 0.5], [0.2, 0.5, 0.6, 0.7]))
+    assert "k=16 (0.25 of the attempts)" in met and met.endswith("met.") and "not met" not in met
+    assert "not met" in lab.discovery_goal(discovery([0.1, 0.2, 0.3, 0.5], [0.1, 0.2, 0.5, 0.6]))   # k=32: a half
+    assert "never within the budget" in lab.discovery_goal(discovery([0.1, 0.2, 0.3, 0.5], [0.1, 0.1, 0.2, 0.3]))
+    assert "discovers nothing" in lab.discovery_goal(discovery([0.0] * 4, [0.0] * 4))
+
+
+def test_discovery_and_signal_blocks_render():
+    res = {**results(), "summary": {"discovery": {"9": discovery([0.1, 0.2, 0.3, 0.5], [0.2, 0.5, 0.6, 0.7]),
+                                                  "0": discovery([0.1, 0.2, 0.3, 0.5], [0.0] * 4)}}}
+    text = lab.sdpo_lab_discovery(res)
+    assert text.index("**Dial 0**") < text.index("**Dial 9**") and "12 of 200" in text and "Made by" in text
+    signal = {**results(), "config": {"samples": 32, "train_rows": 200, "steps": 200, "lr": 1e-4, "seeds": [0, 1]},
+              "summary": {"table": [[9, "warm start", "heldout", 0.8, 0.72, 0.09, 0.83, 0.08, 0.517]]}}
+    text = lab.sdpo_lab_signal(signal)
+    assert "| 9 | warm start | heldout | 0.800 | 0.720 |" in text and "lr 0.0001" in text

@@ -9,8 +9,8 @@ import random
 import pytest
 
 from sdpo_kit.lab.feedback import digit_feedback, direction_feedback, place_name
-from sdpo_kit.lab.model import LabConfig, interleave, warm_start
-from sdpo_kit.lab.skill import KINDS, context_rows, near_miss
+from sdpo_kit.lab.model import LabConfig, cycles, interleave, sft, warm_start
+from sdpo_kit.lab.skill import KINDS, TEMPLATES, context_rows, near_miss
 from sdpo_kit.lab.tasks import make_task
 from sdpo_kit.sdpo.reprompt import reprompt
 
@@ -113,6 +113,106 @@ def test_the_dial_adds_context_steps_and_keeps_the_task_budget(tmp_path, monkeyp
     (_, s0, c0, r0), (_, s1, c1, r1) = calls
     assert s0 == s1 == 3 and c0 == 0 and r0 is None and c1 == 2
     assert {r["kind"] for r in r1} == set(KINDS)
+
+
+def test_cycles_cut_the_task_budget_and_share_out_the_context_steps():
+    assert cycles(1000, 300, 500) == [(500, 150), (500, 150)]
+    assert cycles(1000, 301, 400) == [(400, 120), (400, 120), (200, 61)]
+    assert cycles(1000, 7, 0) == [(1000, 7)] == cycles(1000, 7, 5000)
+    assert cycles(0, 5, 10) == []
+    for steps, extra, cycle in [(999, 333, 250), (10, 3, 3)]:
+        parts = cycles(steps, extra, cycle)
+        assert sum(n for n, _ in parts) == steps and sum(e for _, e in parts) == extra
+
+
+def test_joint_cycles_put_the_context_on_the_last_task_steps():
+    assert cycles(1000, 300, 500, last=True) == [(500, 0), (500, 300)]
+    assert cycles(1000, 700, 500, last=True) == [(500, 200), (500, 500)]
+    assert cycles(10, 4, 0, last=True) == [(10, 4)] and cycles(10, 40, 4, last=True) == [(4, 4), (4, 4), (2, 2)]
+
+
+def test_joint_context_leaves_the_task_steps_before_it_as_they_were():
+    """context_mix="joint": the task batches and schedule do not depend on the dial, so the task
+    losses before the context window are bitwise those of a run without context; inside it the
+    context loss joins the update, and context_lr_scale = 0 gives back the plain run exactly."""
+    import torch
+
+    from sdpo_kit.lab.model import build_model, build_tokenizer
+
+    task = make_task("long_addition", n_eval=20)
+    rows = task.sft_rows(task.splits()[0][:50], copy_fraction=0.0)
+    ctx = context_rows(task, task.splits()[0][:50], templates="compact")
+    tok = build_tokenizer()
+    cfg = LabConfig(hidden_size=16, intermediate_size=32, max_position_embeddings=128)
+
+    def run(**kw):
+        torch.manual_seed(0)
+        model = build_model(tok, cfg)
+        losses = sft(model, tok, rows, steps=6, batch_size=4, lr=1e-2, context_mix="joint", **kw)
+        return losses, [p.detach().clone() for p in model.parameters()]
+
+    plain, p_plain = run()
+    joint, p_joint = run(context_rows=ctx, context_steps=2)
+    off, p_off = run(context_rows=ctx, context_steps=2, context_lr_scale=0.0)
+    assert plain[:5] == joint[:5] and plain[5] != joint[5]          # step 5 follows the first joint update
+    assert not all(torch.equal(a, b) for a, b in zip(p_plain, p_joint))
+    assert off == plain and all(torch.equal(a, b) for a, b in zip(p_plain, p_off))
+    with pytest.raises(ValueError, match="context_mix"):
+        sft(build_model(tok, cfg), tok, rows, steps=1, batch_size=4, lr=1e-2, context_mix="mixed")
+
+
+def test_cycled_warm_start_restarts_the_optimizer_per_cycle(tmp_path, monkeypatch):
+    """sft_cycle_steps: one sft call (a fresh AdamW and schedule) per cycle, the task budget kept."""
+    monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path))
+    import sdpo_kit.lab.model as lab_model
+
+    calls = []
+    real = lab_model.sft
+
+    def spy(model, tok, rows, **kw):
+        calls.append((kw["steps"], kw.get("context_steps"), kw.get("context_lr_scale")))
+        return real(model, tok, rows, **kw)
+
+    monkeypatch.setattr(lab_model, "sft", spy)
+    base = dict(task="long_addition", digits=4, terms=2, n_eval=20, sft_steps=5, copy_fraction=0.0,
+                max_position_embeddings=128, hidden_size=16, intermediate_size=32, sft_batch_size=4,
+                context_templates="compact", context_lr_scale=0.5)
+    warm_start(LabConfig(**base, sft_cycle_steps=2, context_steps=3), verbose=False)
+    assert calls == [(2, 1, 0.5), (2, 1, 0.5), (1, 1, 0.5)]
+
+
+def test_context_steps_run_at_their_own_learning_rate():
+    """context_lr_scale = 0 leaves a context step's update at zero; the task steps still move."""
+    import torch
+
+    from sdpo_kit.lab.model import build_model, build_tokenizer
+
+    task = make_task("long_addition", n_eval=20)
+    rows = task.sft_rows(task.splits()[0][:50], copy_fraction=0.0)
+    ctx = context_rows(task, task.splits()[0][:50], templates="compact")
+    tok = build_tokenizer()
+    cfg = LabConfig(hidden_size=16, intermediate_size=32, max_position_embeddings=128)
+    model = build_model(tok, cfg)
+    before = [p.detach().clone() for p in model.parameters()]
+    sft(model, tok, rows, steps=0, batch_size=4, lr=1e-2, context_rows=ctx, context_steps=3, context_lr_scale=0.0)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    sft(model, tok, rows, steps=1, batch_size=4, lr=1e-2, context_rows=ctx, context_steps=0)
+    assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_compact_context_rows_use_the_labs_one_line_templates():
+    task = make_task("long_addition", n_eval=20)
+    rows = context_rows(task, task.splits()[0][:30], seed=1, templates="compact")
+    trl = context_rows(task, task.splits()[0][:30], seed=1)
+    for r, t in zip(rows, trl):
+        assert r["completion"] == t["completion"] and r["kind"] == t["kind"]
+        text = r["prompt"][-1]["content"]
+        assert ("\nCorrect answer: " in text) == (r["kind"] != "feedback")
+        assert ("\nFeedback: " in text) == (r["kind"] != "demo")
+        assert len(text) < len(t["prompt"][-1]["content"])
+    assert set(TEMPLATES) == {"trl", "compact"}
+    with pytest.raises(ValueError, match="templates"):
+        context_rows(task, task.splits()[0][:3], templates="nope")
 
 
 def test_teacher_quality_reports_every_measure(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ Everything here is built in code, so CI and a laptop without a hub can run every
   teacher relies on), stopped early so held-out greedy accuracy stays in the middle and RL has
   room to show. ``LabConfig.copy_steps`` adds a copy-only phase (see its comment);
   ``LabConfig.context_steps`` is the SDPO skill lab's dial (``lab/skill.py``): steps on SDPO's
-  teacher prompts interleaved with the task's, whose budget stays fixed.
+  teacher prompts joined to (or interleaved with) the task's, whose budget stays fixed.
 
 Left out on purpose: BPE (a character vocabulary keeps the model tiny and every string
 covered) and any download.
@@ -95,8 +95,20 @@ class LabConfig:
     copy_fraction: float = 0.3
     # the in-context-skill dial (the SDPO skill lab, lab/skill.py): SFT steps on SDPO teacher prompts
     # (a successful sibling's answer and / or digit feedback on a near miss, the right answer as the
-    # target), interleaved with the sft_steps task steps, whose budget stays the same at every setting
+    # target), joined to or interleaved with the sft_steps task steps (context_mix), whose budget stays the
+    # same at every setting
     context_steps: int = 0
+    # restart the task phase's schedule (a fresh AdamW, warm-up and decay) every this many task steps
+    # (0: one schedule); context steps are shared out over the cycles. The skill lab (bench_sdpo_lab.py)
+    # uses it: on long_addition one long schedule leaves the width-64 model near 0 held-out accuracy
+    sft_cycle_steps: int = 0
+    context_templates: str = "trl"   # the teacher prompts' templates (lab/skill.py TEMPLATES): trl | compact
+    context_lr_scale: float = 1.0    # the context steps' learning rate, a multiple of the task's at that step
+    # how context steps meet the task's: "interleave" (steps of their own, spread over the schedule) or
+    # "joint" (a context batch added to each of the last context_steps task steps, one loss, one update:
+    # the task's batches, steps and schedule are then exactly the same at every dial setting)
+    context_mix: str = "interleave"
+    context_feedback_share: float = 1 / 3   # the share of context rows that hold feedback only (lab/skill.py)
     seed: int = 0
     version: int = 3  # bump when the recipe changes, so stale caches are not reused (3: split by multiset)
 
@@ -167,13 +179,39 @@ def interleave(n_main: int, n_extra: int) -> list[bool]:
     return [(i + 1) * n_extra // total > i * n_extra // total for i in range(total)] if total else []
 
 
+def cycles(steps: int, extra_steps: int, cycle: int, *, last: bool = False) -> list[tuple[int, int]]:
+    """(task steps, extra steps) of each schedule cycle: ``steps`` cut into cycles of ``cycle`` task
+    steps (the last may be shorter; 0: one cycle) with ``extra_steps`` shared out in proportion, or
+    with ``last`` given to the cycles that hold the last ``extra_steps`` task steps."""
+    if not steps:
+        return []
+    if cycle <= 0 or cycle >= steps:
+        cuts = [0, steps]
+    else:
+        cuts = list(range(0, steps, cycle)) + [steps]
+    if last:
+        start = steps - min(extra_steps, steps)
+        return [(b - a, max(0, b - max(a, start))) for a, b in zip(cuts, cuts[1:])]
+    return [(b - a, extra_steps * b // steps - extra_steps * a // steps) for a, b in zip(cuts, cuts[1:])]
+
+
 def sft(model, tokenizer, rows, *, steps: int, batch_size: int, lr: float, seed: int = 0,
-        log_every: int = 0, context_rows=None, context_steps: int = 0) -> list[float]:
+        log_every: int = 0, context_rows=None, context_steps: int = 0, context_lr_scale: float = 1.0,
+        context_mix: str = "interleave") -> list[float]:
     """Plain supervised fine-tuning on (prompt, completion) rows; returns the loss curve.
 
     With ``context_rows`` and ``context_steps``, that many steps on those rows are interleaved
     evenly with the ``steps`` on ``rows`` (each pool padded on its own, one learning-rate schedule
-    over all steps), so the ``rows`` budget is the same whatever ``context_steps`` is."""
+    over all steps, the context steps' rate times ``context_lr_scale``), so the ``rows`` budget is the
+    same whatever ``context_steps`` is. With ``context_mix="joint"`` each of the last ``context_steps``
+    steps on ``rows`` also draws a context batch (its own generator) and adds its loss, times
+    ``context_lr_scale``, to the step's: the ``rows`` batches and schedule do not depend on the dial."""
+    if context_mix not in ("interleave", "joint"):
+        raise ValueError(f"context_mix must be 'interleave' or 'joint', got {context_mix!r}")
+    if context_mix == "joint":
+        return _sft_joint(model, tokenizer, rows, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                          log_every=log_every, context_rows=context_rows, context_steps=context_steps,
+                          context_weight=context_lr_scale)
     g = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
     pools = [tokenize_sft(tokenizer, rows, device)]
@@ -193,12 +231,49 @@ def sft(model, tokenizer, rows, *, steps: int, batch_size: int, lr: float, seed:
         out = model(input_ids=ids[idx], attention_mask=att[idx], labels=lab[idx])
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scale = context_lr_scale if extra else 1.0
+        for group in opt.param_groups:       # the scheduler resets lr from its base at sched.step()
+            group["lr"] *= scale
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
         losses.append(out.loss.item())
         if log_every and (step + 1) % log_every == 0:
             print(f"sft step {step + 1}/{total} loss {sum(losses[-log_every:]) / log_every:.3f}", flush=True)
+    model.eval()
+    return losses
+
+
+def _sft_joint(model, tokenizer, rows, *, steps, batch_size, lr, seed, log_every, context_rows, context_steps,
+               context_weight) -> list[float]:
+    """``sft`` with context batches joined to the last ``context_steps`` task steps (one update each)."""
+    if context_steps and not context_rows:
+        raise ValueError(f"context_steps={context_steps} needs context_rows")
+    g, g_ctx = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 7919)
+    device = next(model.parameters()).device
+    task_pool = tokenize_sft(tokenizer, rows, device)
+    ctx_pool = tokenize_sft(tokenizer, context_rows, device) if context_steps else None
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.1, 1 - s / steps))
+    model.train()
+    losses = []
+    for step in range(steps):
+        ids, lab, att = task_pool
+        idx = torch.randint(0, ids.size(0), (batch_size,), generator=g)            # (b,)
+        loss = model(input_ids=ids[idx], attention_mask=att[idx], labels=lab[idx]).loss
+        losses.append(loss.item())
+        if step >= steps - context_steps:
+            c_ids, c_lab, c_att = ctx_pool
+            c_idx = torch.randint(0, c_ids.size(0), (batch_size,), generator=g_ctx)  # (b,)
+            loss = loss + context_weight * model(input_ids=c_ids[c_idx], attention_mask=c_att[c_idx],
+                                                 labels=c_lab[c_idx]).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if log_every and (step + 1) % log_every == 0:
+            print(f"sft step {step + 1}/{steps} task loss {sum(losses[-log_every:]) / log_every:.3f}", flush=True)
     model.eval()
     return losses
 
@@ -244,13 +319,17 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
         if cfg.context_steps:
             from sdpo_kit.lab.skill import context_rows as build_context_rows
 
-            context_rows = build_context_rows(task, train_rows, seed=cfg.seed + 2)
+            context_rows = build_context_rows(task, train_rows, seed=cfg.seed + 2, templates=cfg.context_templates,
+                                              feedback_share=cfg.context_feedback_share)
         phases = [(copy_rows, cfg.copy_steps, cfg.copy_lr, cfg.seed + 1, None, 0),
                   (rows, cfg.sft_steps, cfg.sft_lr, cfg.seed, context_rows, cfg.context_steps)]
         for phase_rows, steps, lr, seed, extra_rows, extra_steps in (phases if cfg.copy_first else phases[::-1]):
-            if steps:
-                sft(model, tok, phase_rows, steps=steps, batch_size=cfg.sft_batch_size, lr=lr, seed=seed,
-                    log_every=log, context_rows=extra_rows, context_steps=extra_steps)
+            cycle = cfg.sft_cycle_steps if phase_rows is rows else 0      # the task phase only
+            joint = cfg.context_mix == "joint"
+            for k, (n, n_extra) in enumerate(cycles(steps, extra_steps, cycle, last=joint)):
+                sft(model, tok, phase_rows, steps=n, batch_size=cfg.sft_batch_size, lr=lr, seed=seed + 1000 * k,
+                    log_every=log, context_rows=extra_rows, context_steps=n_extra,
+                    context_lr_scale=cfg.context_lr_scale, context_mix=cfg.context_mix)
     finally:
         torch.set_num_threads(threads)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")

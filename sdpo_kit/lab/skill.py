@@ -10,7 +10,8 @@ the warm start teaches, with the task's own SFT budget held fixed:
     near_miss(answer, rng) -> str                      a wrong answer of the same length
 
 A context row's prompt is exactly what SDPO's teacher sees at training time (``reprompt`` with
-TRL's default templates), in three kinds, a third each:
+TRL's default templates), in three kinds (``feedback_share`` of them feedback only, the rest
+demo or both evenly; configs/sdpo_lab.yaml: 0.6, since the feedback skill is the slower to learn):
 
     demo       the question and a successful sibling's answer ("Correct solution: ...")
     feedback   the question and the checker's feedback on a near miss ("...wrong in the tens digit: 45?3")
@@ -32,6 +33,14 @@ import random
 from sdpo_kit.sdpo.reprompt import reprompt
 
 KINDS = ("demo", "feedback", "both")
+# the teacher prompts' templates (``reprompt``'s keywords): TRL's defaults, or the lab's one-line form
+# (configs/sdpo.yaml's: about a third of the tokens, so each context step and teacher forward is cheaper)
+TEMPLATES = {
+    "trl": {},
+    "compact": {"reprompt_template": "{prompt}{solution}{feedback}",
+                "solution_template": "\nCorrect answer: {successful_previous_attempt}",
+                "feedback_template": "\nFeedback: {feedback_raw}"},
+}
 
 
 def near_miss(answer: str, rng: random.Random) -> str:
@@ -48,21 +57,28 @@ def near_miss(answer: str, rng: random.Random) -> str:
     return "".join(digits)
 
 
-def context_rows(task, rows: list[dict], *, seed: int = 0) -> list[dict]:
-    """One teacher-prompt SFT row per task row (``KINDS`` drawn evenly): ``{"prompt", "completion",
-    "kind"}``, the prompt built by SDPO's ``reprompt`` with TRL's default templates and the
-    completion the right answer in the task's format."""
+def context_rows(task, rows: list[dict], *, seed: int = 0, templates: str = "trl",
+                 feedback_share: float = 1 / 3) -> list[dict]:
+    """One teacher-prompt SFT row per task row: ``{"prompt", "completion", "kind"}``, the prompt built
+    by SDPO's ``reprompt`` and the completion the right answer in the task's format; ``templates``
+    names one of ``TEMPLATES``. A row is ``feedback`` with probability ``feedback_share``, else
+    ``demo`` or ``both`` evenly (1/3: the three ``KINDS`` evenly)."""
+    if not 0.0 <= feedback_share <= 1.0:
+        raise ValueError(f"feedback_share must be in [0, 1], got {feedback_share}")
+    if templates not in TEMPLATES:
+        raise ValueError(f"templates must be one of {sorted(TEMPLATES)}, got {templates!r}")
     if not hasattr(task, "feedback") or not hasattr(task, "format_answer"):
         raise TypeError(f"{type(task).__name__} has no feedback() / format_answer(): the skill lab needs a "
                         "task whose checker gives feedback")
     rng = random.Random(seed)
     out = []
     for r in rows:
-        kind = rng.choice(KINDS)
+        kind = rng.choices(KINDS, weights=((1 - feedback_share) / 2, feedback_share, (1 - feedback_share) / 2))[0]
         right = task.format_answer(r["answer"])
         demo = right if kind in ("demo", "both") else None
         feedback = None
         if kind in ("feedback", "both"):
             feedback = task.feedback(task.format_answer(near_miss(r["answer"], rng)), r["answer"])
-        out.append({"prompt": reprompt(r["prompt"], demo, feedback), "completion": right, "kind": kind})
+        out.append({"prompt": reprompt(r["prompt"], demo, feedback, **TEMPLATES[templates]), "completion": right,
+                    "kind": kind})
     return out
