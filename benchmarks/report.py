@@ -28,7 +28,14 @@ from pathlib import Path
 
 from report_code import code_reward
 from report_format import discovery_table, fmt, md_table, provenance
-from report_sdpo_lab import sdpo_lab, sdpo_lab_ablations, sdpo_lab_discovery, sdpo_lab_fields, sdpo_lab_signal
+from report_sdpo_lab import (
+    sdpo_lab,
+    sdpo_lab_ablations,
+    sdpo_lab_ablations_fields,
+    sdpo_lab_discovery,
+    sdpo_lab_fields,
+    sdpo_lab_signal,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -300,7 +307,8 @@ def notebook_fields(nb: str):
 
 
 # field file name -> (results file, function of the results -> {field: text})
-FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
+FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_fields),
+          "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 
 def render_field(name: str, key: str) -> str:
