@@ -13,9 +13,19 @@ STAMPVERL := $(VENVVERL)/.sdpo_kit-installed
 # every TRL-path test (the -k selects them by name); see tests/trl115_cpu_kernel.py for why the plugin
 TRL_TESTS := tests/test_trl_grpo.py tests/test_losses_trl.py tests/test_trl_compat.py tests/test_plotting.py \
              tests/test_cli.py tests/test_resume.py tests/test_vapor_trainer.py tests/test_losses_sdpo.py \
-             tests/test_reprompt.py tests/test_sdpo_trl.py tests/test_sdpo_trl_checklist.py tests/test_losses_ppo.py
+             tests/test_reprompt.py tests/test_sdpo_trl.py tests/test_sdpo_trl_checklist.py tests/test_losses_ppo.py \
+             tests/test_sampling_trl.py
 
-.PHONY: install demo test unit notebooks lint docs bench bench-clone clean test-trl115 test-export test-verl
+# make gpu-check: the checks that need a CUDA GPU (tests/gpu, marked gpu) and their JSON report, run by the GPU
+# machine's own python (its CUDA torch). The wheels benchmarks/gpu_wheels.py downloaded on a machine with network
+# (.gpu-wheels/) are installed first, into .gpu-site/, when they are there. On a CPU every check skips:
+# "no CUDA: N checks skipped", exit 0.
+GPU_PY     ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+GPU_WHEELS := .gpu-wheels
+GPU_SITE   := .gpu-site
+GPU_REPORT ?= runs/gpu_check.json
+
+.PHONY: install demo test unit notebooks lint docs bench bench-clone clean test-trl115 test-export test-verl gpu-check
 
 install: $(STAMP)
 
@@ -67,6 +77,13 @@ $(STAMPVERL): pyproject.toml constraints-verl.txt
 
 test-verl: $(STAMPVERL)  ## sdpo_kit against the real verl engine on CPU: core_algos, RLHFDataset, reward manager, config
 	$(VENVVERL)/bin/pytest -q -p no:cacheprovider tests/verl_engine
+
+gpu-check:  ## the GPU checks (Unsloth, 4-bit, fp16 training, TRL on CUDA, export, notebooks, vLLM) -> $(GPU_REPORT)
+	@if [ -d $(GPU_WHEELS) ]; then echo "installing $(GPU_WHEELS)/*.whl into $(GPU_SITE)"; \
+		$(GPU_PY) -m pip install -q --no-index --no-deps --no-compile --upgrade --target $(GPU_SITE) $(GPU_WHEELS)/*.whl; fi
+	PYTHONPATH=$(CURDIR)$(if $(wildcard $(GPU_WHEELS)),:$(CURDIR)/$(GPU_SITE)) SDPO_KIT_GPU_REPORT=$(GPU_REPORT) \
+		$(if $(wildcard $(GPU_WHEELS)/llama.cpp),SDPO_KIT_LLAMA_CPP=$(CURDIR)/$(GPU_WHEELS)/llama.cpp) MPLBACKEND=Agg \
+		$(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu tests/gpu
 
 lint: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks

@@ -26,8 +26,16 @@ import statistics
 import sys
 from pathlib import Path
 
+from report_code import code_reward
 from report_format import discovery_table, fmt, md_table, provenance
-from report_sdpo_lab import sdpo_lab, sdpo_lab_ablations, sdpo_lab_discovery, sdpo_lab_fields, sdpo_lab_signal
+from report_sdpo_lab import (
+    sdpo_lab,
+    sdpo_lab_ablations,
+    sdpo_lab_ablations_fields,
+    sdpo_lab_discovery,
+    sdpo_lab_fields,
+    sdpo_lab_signal,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -226,6 +234,7 @@ BLOCKS = {
     "sdpo-lab-ablations": ("sdpo_lab_ablations", sdpo_lab_ablations),
     "ppo": ("ppo", ppo),
     "export": ("export", export_table),
+    "code-reward": ("code_reward", code_reward),
     "fresh-clone": ("fresh_clone", fresh_clone),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
@@ -234,7 +243,8 @@ MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdp
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
           "trainer.lr_scheduler_type=constant --name demo_constant_lr",
           "demo_copy_warm_start": "bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start",
-          "demo_top_k50": "bench_demo.py --set trainer.top_k=50 --name demo_top_k50"}
+          "demo_top_k50": "bench_demo.py --set trainer.top_k=50 --name demo_top_k50",
+          "code_reward": "bench_code_reward.py"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -297,7 +307,8 @@ def notebook_fields(nb: str):
 
 
 # field file name -> (results file, function of the results -> {field: text})
-FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
+FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_fields),
+          "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 
 def render_field(name: str, key: str) -> str:

@@ -193,23 +193,33 @@ def mean_update_norm(run: dict) -> float | None:
     return sum(norms) / len(norms) if norms else None
 
 
-def sdpo_lab_ablations(res: dict) -> str:
-    """The block ``<!-- report:sdpo-lab-ablations -->``: each variant's final accuracy at one dial, its
-    paired difference from ``sdpo`` and its mean parameter-update norm per step."""
-    c = res["config"]
-    dial = c["dials"][0]
-    rows = []
-    for method in c["methods"]:
+def ablation_stats(res: dict) -> dict:
+    """Per variant at the ablations' one dial: {method: {"runs", "final" (median), "minus_sdpo" (median paired
+    difference, None for sdpo), "norm" (median of the runs' mean update norms, None when not logged)}}."""
+    dial = res["config"]["dials"][0]
+    out = {}
+    for method in res["config"]["methods"]:
         mine = runs_of(res, method, dial)
         if not mine:
             continue
         diff = paired_diff(res, method, dial, baseline="sdpo")
         norms = [x for x in map(mean_update_norm, mine) if x is not None]
-        rows.append([f"`{method}`", ABLATIONS.get(method, ""), f"{mine[0]['lr']:g}",
-                     statistics.median(r["final_acc"] for r in mine),
-                     ", ".join(fmt(r["final_acc"]) for r in mine),
-                     "" if method == "sdpo" or not diff else f"{statistics.median(diff):+.3f}",
-                     f"{statistics.median(norms):.4f}" if norms else ""])
+        out[method] = {"runs": mine, "final": statistics.median(r["final_acc"] for r in mine),
+                       "minus_sdpo": None if method == "sdpo" or not diff else statistics.median(diff),
+                       "norm": statistics.median(norms) if norms else None}
+    return out
+
+
+def sdpo_lab_ablations(res: dict) -> str:
+    """The block ``<!-- report:sdpo-lab-ablations -->``: each variant's final accuracy at one dial, its
+    paired difference from ``sdpo`` and its mean parameter-update norm per step."""
+    c = res["config"]
+    dial = c["dials"][0]
+    rows = [[f"`{method}`", ABLATIONS.get(method, ""), f"{v['runs'][0]['lr']:g}", v["final"],
+             ", ".join(fmt(r["final_acc"]) for r in v["runs"]),
+             "" if v["minus_sdpo"] is None else f"{v['minus_sdpo']:+.3f}",
+             "" if v["norm"] is None else f"{v['norm']:.4f}"]
+            for method, v in ablation_stats(res).items()]
     start = res["summary"]["start_acc"]
     start = start.get(str(dial), start.get(dial))
     head = (f"Dial {dial}, from a start of {fmt(start)}; {c['steps']} steps, seeds {', '.join(map(str, c['seeds']))}; "
@@ -217,3 +227,15 @@ def sdpo_lab_ablations(res: dict) -> str:
     return "\n".join([head, "", md_table(["method", "what changes", "lr", "final acc (median)", "per seed",
                                           "minus `sdpo` (median paired)", "update norm per step (median of run means)"],
                                          rows), "", provenance(res)])
+
+
+def sdpo_lab_ablations_fields(res: dict) -> dict:
+    """Fields ``<!--f:sdpo_lab_ablations.<method>_final-->`` (and ``_norm``, ``_minus_sdpo``) for the prose."""
+    out = {}
+    for method, v in ablation_stats(res).items():
+        out[f"{method}_final"] = fmt(v["final"])
+        if v["norm"] is not None:
+            out[f"{method}_norm"] = f"{v['norm']:.4f}"
+        if v["minus_sdpo"] is not None:
+            out[f"{method}_minus_sdpo"] = f"{v['minus_sdpo']:+.3f}"
+    return out

@@ -1,7 +1,8 @@
 """The ``sdpo-kit`` command line.
 
     sdpo-kit train CONFIG.yaml [--backend scratch|trl] [--max-steps N] [--output-dir D]
-                               [--resume-from D0/checkpoint-N] [--set section.key=value ...]
+                               [--resume-from D0/checkpoint-N] [--report-to none|tensorboard|trackio|wandb]
+                               [--set section.key=value ...]
 
 ``train`` loads the config (``sdpo_kit.registry.load_config``), the policy (``models.load_policy``), the
 task splits and the rewards (``rewards.make_reward``; model-scored rewards score with the
@@ -10,13 +11,18 @@ registers (``sdpo_kit.registry``) and runs it. Every trainer writes the same fil
 
     D/metrics.jsonl      one JSON row per step: step, reward/mean, reward/std, loss, ...,
                          eval/accuracy at step 0, every trainer.eval_every steps and at the end
+    D/completions.jsonl  every trainer.log_completions_every steps: each sampled completion with its
+                         prompt, rewards, feedback (SDPO: teacher prompt); pandas.read_json(..., lines=True)
+    D/runs/, D/wandb/    with --report-to tensorboard / wandb (REPORT_TO_HELP says how to open each)
     D/checkpoint-N/      every trainer.save_steps steps (model or adapter, optimizer, scheduler,
                          random states, step, sampler position); --resume-from continues there
     D/model/             the trained model (safetensors) or its LoRA adapter, and the tokenizer
     D/reward_curve.png   the live plot's last frame
     D/config.yaml        the config actually run (overrides applied)
 
-and end with ``held-out accuracy: before X -> after Y (+Z)`` and the wall time. A resumed run
+Before training it prints the preflight (``core.preflight``: on a CPU one line, on CUDA the device,
+the dtype it trains in and why, free memory and a peak-memory estimate), and it ends with
+``held-out accuracy: before X -> after Y (+Z)`` and the wall time. A resumed run
 starts from the same starting policy (a reference model is a copy of it), loads the
 checkpoint, and logs steps N+1.. as the run that was not interrupted would have.
 
@@ -35,6 +41,12 @@ import time
 from pathlib import Path
 
 import yaml
+
+REPORT_TO_HELP = ("experiment tracker(s), TRL's names (trainer.report_to; default none): "
+                  "tensorboard -> OUTPUT_DIR/runs, open with `tensorboard --logdir OUTPUT_DIR/runs`; "
+                  "trackio -> local database, open with `trackio show`; "
+                  "wandb -> wandb's settings (WANDB_MODE=offline: OUTPUT_DIR/wandb, then `wandb sync`). "
+                  "Comma-separate several")
 
 
 def _parse_set(items) -> dict:
@@ -75,6 +87,24 @@ class ProgressPrinter:
             print("  ".join(parts), flush=True)
 
 
+def preflight_for(cfg) -> str:
+    """``models.preflight`` for a run config: a step's completions, budget, teacher, the model's LoRA
+    and 4-bit settings, and the precision the backend trains in (the TRL preset's on the TRL backend)."""
+    from sdpo_kit.models import preflight
+
+    tc, m = cfg.trainer, cfg.model
+    completions = getattr(tc, "batch_size", None) or tc.prompts_per_step * getattr(tc, "num_generations", 1)
+    mixed_precision = getattr(tc, "mixed_precision", "auto")
+    if cfg.backend == "trl" and mixed_precision == "auto":
+        from sdpo_kit.core.trl_base import resolve_preset
+
+        args = resolve_preset(tc.preset)
+        mixed_precision = "fp16" if args.get("fp16") else "bf16" if args.get("bf16") else "no"
+    return preflight(m.name, completions=completions, completion_len=getattr(tc, "max_completion_length", 256),
+                     teacher=cfg.algorithm in ("sdpo", "ppo") or bool(getattr(tc, "beta", 0.0)),
+                     lora=m.lora, load_in_4bit=m.load_in_4bit, mixed_precision=mixed_precision)
+
+
 def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -> dict:
     """Run one training job from a ``Config`` (from ``resume_from``, a checkpoint folder, if given).
 
@@ -103,13 +133,14 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
     print(f"sdpo-kit train {config_path}: algorithm={cfg.algorithm} backend={cfg.backend} model={cfg.model.name} "
           f"reward={[r['type'] for r in cfg.reward]} steps={tc.max_steps} threads={threads}{resumed} -> {out}",
           flush=True)
+    print(f"preflight: {preflight_for(cfg)}", flush=True)
 
     task = make_task(**cfg.task)
     train_rows, heldout = task.splits()
     model, tokenizer = load_policy(
         cfg.model.name, lora=cfg.model.lora, load_in_4bit=cfg.model.load_in_4bit,
         max_seq_length=cfg.model.max_seq_length, trust_remote_code=cfg.model.trust_remote_code,
-        lab_config=lab_config_for(cfg, task), dtype=cfg.model.dtype,
+        lab_config=lab_config_for(cfg, task), dtype=cfg.model.dtype, fast_inference=cfg.model.fast_inference,
     )
     weights = [r.get("weight", 1.0) for r in cfg.reward]
     specs = [{k: v for k, v in r.items() if k != "weight"} for r in cfg.reward]
@@ -178,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--output-dir", help="override output_dir")
     tr.add_argument("--resume-from", metavar="DIR/checkpoint-N",
                     help="continue a run from one of its checkpoints (trainer.save_steps writes them)")
+    tr.add_argument("--report-to", metavar="NAME[,NAME]", help=REPORT_TO_HELP)
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                     help="override any config key, e.g. --set trainer.eval_every=10 (repeatable)")
     ex = sub.add_parser("export", help="export a trained run: LoRA adapter or merged model (sdpo_kit.deploy.export)")
@@ -256,6 +288,9 @@ def main(argv=None) -> int:
         overrides["trainer.max_steps"] = args.max_steps
     if args.output_dir:
         overrides["output_dir"] = args.output_dir
+    if args.report_to:
+        names = [n.strip() for n in args.report_to.split(",") if n.strip()]
+        overrides["trainer.report_to"] = names[0] if len(names) == 1 else names
     try:
         cfg = load_config(args.config, overrides)
         if args.resume_from and not Path(args.resume_from).is_dir():

@@ -3,9 +3,13 @@
 * ``"tiny-lab"``: the offline, warm-started tiny Llama of ``sdpo_kit.lab.model`` (no hub, CPU).
 * a hub id (``"Qwen/Qwen2.5-0.5B-Instruct"``) or a local directory:
     - CUDA and ``unsloth`` importable: Unsloth's ``FastLanguageModel`` in 4-bit with LoRA
-      (fp16 on a T4, which has no real bf16; bf16 where the GPU supports it);
+      (fp16 below compute capability 8.0, as on a T4, which has no real bf16; bf16 from 8.0:
+      ``core.precision``), with vLLM inside when ``fast_inference=True`` (``core.fast_generation``);
     - otherwise: transformers ``AutoModelForCausalLM`` + ``AutoTokenizer`` (safetensors only,
       ``trust_remote_code`` off unless asked) and an optional PEFT LoRA adapter.
+
+``preflight(name, completions=..., completion_len=...)`` says, before loading, what a run on that
+model will train in and whether it fits the GPU (``core.preflight``; one line on a CPU).
 
 Whatever the branch, the tokenizer comes back with a pad token (eos when it has none) and
 left padding, the padding batched generation needs; everything downstream is the same code.
@@ -13,7 +17,10 @@ left padding, the padding batched generation needs; everything downstream is the
 Offline (``HF_HUB_OFFLINE=1``, or no network) a hub model that is not already in the local
 cache raises ``ModelNotAvailableError`` naming it and pointing at ``name="tiny-lab"``.
 
-Exports (LoRA, merged, GGUF) live in ``sdpo_kit.deploy``. Left out on purpose: vLLM, multi-GPU placement.
+``use_unsloth=False`` takes the transformers path even where Unsloth is there (an export merges
+into a plain 16-bit or fp32 copy of the base that way).
+
+Exports (LoRA, merged, GGUF) live in ``sdpo_kit.deploy``. Left out on purpose: multi-GPU placement.
 """
 
 from __future__ import annotations
@@ -62,14 +69,17 @@ def lora_kwargs(lora) -> dict | None:
 
 
 def _resolve_dtype(dtype) -> torch.dtype:
-    """float32 on CPU; bf16 on GPUs that really have it, else fp16 (a T4 has no real bf16)."""
+    """float32 on CPU; on CUDA bf16 from compute capability 8.0, else fp16 (a T4, 7.5, has no real
+    bf16, though ``torch.cuda.is_bf16_supported()`` says True through emulation)."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if isinstance(dtype, str) and dtype != "auto":
         return getattr(torch, {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}.get(dtype, dtype))
     if not torch.cuda.is_available():
         return torch.float32
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    from sdpo_kit.core.precision import has_bf16
+
+    return torch.bfloat16 if has_bf16(torch.cuda.get_device_capability()) else torch.float16
 
 
 def _unsloth_available() -> bool:
@@ -100,14 +110,23 @@ def _not_available(name: str, err: Exception) -> ModelNotAvailableError:
     )
 
 
-def _load_unsloth(name, *, max_seq_length, load_in_4bit, dtype, lora, trust_remote_code):
-    """Unsloth's fast path on a CUDA GPU: 4-bit base + LoRA adapters (the design notes' recipe)."""
+def _load_unsloth(name, *, max_seq_length, load_in_4bit, dtype, lora, trust_remote_code,
+                  fast_inference=False, gpu_memory_utilization=None):
+    """Unsloth's fast path on a CUDA GPU: 4-bit base + LoRA adapters (the design notes' recipe),
+    with vLLM inside for generation when ``fast_inference`` (its LoRA rank capped at ours)."""
     from unsloth import FastLanguageModel  # imported late: unsloth patches transformers on import
 
+    extra = {}
+    if fast_inference:
+        from sdpo_kit.core.fast_generation import VLLM_T4_MEMORY
+
+        extra = {"fast_inference": True, "gpu_memory_utilization": gpu_memory_utilization or VLLM_T4_MEMORY}
+        if lora is not None:
+            extra["max_lora_rank"] = lora["r"]
     model, tokenizer = FastLanguageModel.from_pretrained(
         model_name=name, max_seq_length=max_seq_length, dtype=dtype,
         load_in_4bit=True if load_in_4bit is None else load_in_4bit,
-        trust_remote_code=trust_remote_code,
+        trust_remote_code=trust_remote_code, **extra,
     )
     if lora is not None:
         model = FastLanguageModel.get_peft_model(
@@ -156,7 +175,8 @@ def _add_peft_lora(model, lora: dict):
 
 def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = None,
                 max_seq_length: int = 1024, trust_remote_code: bool = False, lab_config=None,
-                dtype=None):
+                dtype=None, use_unsloth: bool | None = None, fast_inference: bool = False,
+                gpu_memory_utilization: float | None = None):
     """Load a policy and its tokenizer, the same way in every notebook, test and the CLI.
 
     Args:
@@ -169,12 +189,20 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
         trust_remote_code: run Python shipped with a hub model; off by default.
         lab_config: a ``sdpo_kit.lab.model.LabConfig`` or a dict of its fields (tiny lab only).
         dtype: ``None``/``"auto"`` (fp32 on CPU, bf16 or fp16 on GPU), a string or a torch dtype.
+        use_unsloth: ``None``: Unsloth when CUDA is there and it is importable; ``False``: never.
+        fast_inference: Unsloth's vLLM generation (``core.fast_generation``); on a CPU, without
+            Unsloth or without vllm it is dropped with a ``FastGenerationUnavailable`` warning.
+        gpu_memory_utilization: vLLM's share of the GPU with ``fast_inference`` (default 0.35, a T4's split).
 
     Returns ``(model, tokenizer)``; the tokenizer pads on the left with a pad token set.
     Raises ``ModelNotAvailableError`` when a hub model cannot be had (offline, not cached).
     """
+    from sdpo_kit.core.fast_generation import guard_fast_inference
+
     if name == TINY_LAB:
         from sdpo_kit.lab.model import LabConfig, warm_start
+
+        guard_fast_inference(fast_inference, unsloth_path=False)  # warns when asked: the tiny lab has no vLLM
 
         cfg = LabConfig(**lab_config) if isinstance(lab_config, dict) else lab_config
         model, tokenizer = warm_start(cfg)
@@ -190,11 +218,14 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
     is_local = Path(os.path.expanduser(name)).is_dir()
     if not is_local and name.startswith((".", "/", "~")):
         raise ModelNotAvailableError(f"model directory {name!r} does not exist")
+    unsloth = _unsloth_available() if use_unsloth is None else (use_unsloth and _unsloth_available())
+    fast_inference = guard_fast_inference(fast_inference, unsloth_path=unsloth)
     try:
-        if _unsloth_available():
+        if unsloth:
             model, tokenizer = _load_unsloth(name, max_seq_length=max_seq_length, load_in_4bit=load_in_4bit,
                                              dtype=torch_dtype, lora=lora_kw,
-                                             trust_remote_code=trust_remote_code)
+                                             trust_remote_code=trust_remote_code, fast_inference=fast_inference,
+                                             gpu_memory_utilization=gpu_memory_utilization)
         else:
             model, tokenizer = _load_transformers(name, load_in_4bit=load_in_4bit, dtype=torch_dtype,
                                                   trust_remote_code=trust_remote_code,
@@ -204,3 +235,38 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
     except OSError as e:  # huggingface_hub's offline / not-found / gated errors are all OSErrors
         raise _not_available(name, e) from e
     return model, finish_tokenizer(tokenizer, model)
+
+
+def model_sizes(name: str = TINY_LAB, lab_config=None):
+    """``core.preflight.ModelSizes`` of what ``load_policy(name)`` loads, built on the meta device
+    (no weights); None for a hub model whose config is not to be had."""
+    from sdpo_kit.core.preflight import hub_model_sizes, sizes_of
+
+    if name != TINY_LAB:
+        return hub_model_sizes(name)
+    from sdpo_kit.lab.model import LabConfig, build_model, build_tokenizer
+
+    cfg = LabConfig(**lab_config) if isinstance(lab_config, dict) else lab_config
+    with torch.device("meta"):
+        return sizes_of(build_model(build_tokenizer(), cfg))
+
+
+def preflight(name: str = TINY_LAB, *, completions: int, completion_len: int, prompt_len: int = 64,
+              teacher: bool = False, lora=None, load_in_4bit: bool | None = None, mixed_precision: str = "auto",
+              device=None) -> str:
+    """``core.preflight``'s report for a run on ``load_policy(name, lora=..., load_in_4bit=...)``: one
+    line on a CPU (``"CPU: tiny lab, fp32, no autocast ..."``); on CUDA the device, the dtype it
+    trains in and why, free memory, and the peak-memory estimate for ``completions`` sequences of
+    ``prompt_len + completion_len`` tokens (``teacher``: a second model's logits too)."""
+    from sdpo_kit.core.preflight import RunSizes, preflight_report, read_device
+
+    props = read_device(device)
+    label = "tiny lab" if name == TINY_LAB else name
+    if props.type != "cuda":
+        return preflight_report(props, label=label, mixed_precision=mixed_precision)
+    tiny = name == TINY_LAB
+    lora_kw = lora_kwargs(lora if lora is not None or tiny else True)
+    four_bit = not tiny and (load_in_4bit if load_in_4bit is not None else _unsloth_available())
+    run = RunSizes(completions, prompt_len, completion_len, weight_bits=4 if four_bit else 16,
+                   lora_rank=lora_kw["r"] if lora_kw else None, teacher=teacher)
+    return preflight_report(props, model_sizes(name), run, label=label, mixed_precision=mixed_precision)

@@ -100,7 +100,8 @@ def test_tokenizer_without_pad_falls_back_to_eos(tiny):
 
 def test_gpu_dispatch_picks_unsloth_4bit_lora_and_fp16_on_a_t4(monkeypatch):
     """With CUDA and unsloth present (mocked), a hub name goes to the Unsloth loader in 4-bit
-    with r=16 LoRA on q/k/v/o/gate/up/down, in fp16 when the GPU has no bf16 (a T4)."""
+    with r=16 LoRA on q/k/v/o/gate/up/down, in fp16 when the GPU has no bf16 (a T4, compute
+    capability 7.5), though ``torch.cuda.is_bf16_supported()`` says True there (emulation)."""
     calls = {}
 
     class FakeTok:
@@ -113,7 +114,8 @@ def test_gpu_dispatch_picks_unsloth_4bit_lora_and_fp16_on_a_t4(monkeypatch):
     monkeypatch.setattr(models, "_unsloth_available", lambda: True)
     monkeypatch.setattr(models, "_load_unsloth", fake_unsloth)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # what a T4 reports
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: (7, 5))
     _, tok = load_policy("Qwen/Qwen2.5-0.5B-Instruct")
     assert calls["name"] == "Qwen/Qwen2.5-0.5B-Instruct"
     assert calls["dtype"] is torch.float16 and calls["load_in_4bit"] is None  # None -> 4-bit inside

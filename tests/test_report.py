@@ -7,6 +7,7 @@ without re-rendering, fails here."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,9 @@ def _shallow() -> bool:
 @pytest.mark.skipif(_shallow(), reason="a shallow clone lacks the history the check reads")
 @pytest.mark.parametrize("path", sorted((ROOT / "benchmarks" / "results").glob("*.json")), ids=lambda p: p.stem)
 def test_results_are_not_older_than_the_code_they_measure(path):
+    if path.stem in os.environ.get("SDPO_KIT_MEASURING", "").split(","):
+        # bench_fresh_clone.py runs CI on a clone to make this very file: it cannot be fresh there yet
+        pytest.skip(f"{path.stem} is the result being measured")
     reasons = stale_reasons(json.loads(path.read_text()))
     assert not reasons, "rerun the benchmark from a clean commit:\n" + "\n".join(reasons)
 

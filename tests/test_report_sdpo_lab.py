@@ -86,7 +86,7 @@ def test_discovery_and_signal_blocks_render():
     assert "| 9 | warm start | heldout | 0.800 | 0.720 |" in text and "lr 0.0001" in text
 
 
-def test_ablations_block_pairs_each_variant_with_sdpo_and_reports_update_norms():
+def ablation_results() -> dict:
     def run(method, seed, final, norms):
         return {"method": method, "dial": 9, "seed": seed, "lr": 1e-4, "final_acc": final,
                 "acc_by_step": [[0, 0.8], [50, final]], "update_norm_by_step": [[i, n] for i, n in enumerate(norms)]}
@@ -94,6 +94,17 @@ def test_ablations_block_pairs_each_variant_with_sdpo_and_reports_update_norms()
                                  run("sdpo_loss_third", 0, 0.78, [0.3, 0.3]), run("sdpo_loss_third", 1, 0.86, [0.3, 0.5])],
            "config": {"dials": [9], "methods": ["sdpo", "sdpo_loss_third"], "steps": 50, "seeds": [0, 1]},
            "summary": {"start_acc": {"9": 0.8}}}
-    text = lab.sdpo_lab_ablations(res)
+    return res
+
+
+def test_ablations_block_pairs_each_variant_with_sdpo_and_reports_update_norms():
+    text = lab.sdpo_lab_ablations(ablation_results())
     assert "| `sdpo_loss_third` | the loss times 1/3, same learning rate | 0.0001 | 0.820 | 0.780, 0.860 | +0.010 | 0.3500 |" in text
     assert "| `sdpo` | TRL's defaults" in text and "from a start of 0.800" in text
+
+
+def test_ablation_fields_match_the_block():
+    f = lab.sdpo_lab_ablations_fields(ablation_results())
+    assert f["sdpo_final"] == "0.810" and f["sdpo_loss_third_final"] == "0.820"
+    assert f["sdpo_norm"] == "0.3000" and f["sdpo_loss_third_norm"] == "0.3500"
+    assert f["sdpo_loss_third_minus_sdpo"] == "+0.010" and "sdpo_minus_sdpo" not in f

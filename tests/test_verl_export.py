@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,6 +18,7 @@ from sdpo_kit.deploy.verl import COLUMNS, export_dataset, export_verl, verl_rows
 from sdpo_kit.deploy.verl_config import LOSS_AGG_MODE, VerlExportError, VerlPaths, overrides, verl_settings
 from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.registry import config_from_dict
+from sdpo_kit.rewards import load_code_problems
 
 
 def load_module(path):
@@ -56,6 +59,27 @@ def test_the_reward_module_scores_as_sdpo_kit(tmp_path):
     assert fb.compute_score("sdpo_kit/arithmetic", "12", "12") == {"score": 1.0, "feedback": ""}
     env = load_module(write_reward_module(tmp_path / "g", {"type": "environment"}))   # the Environment protocol
     assert env.compute_score("s", "15", "12") == out and env.compute_score("s", "12", "12")["score"] == 1.0
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the sandbox needs a POSIX system")
+def test_the_code_reward_module_takes_the_tests_as_ground_truth(tmp_path):
+    """Code rows go out with their tests as verl's ground truth (JSON text, ability "code"); the
+    module runs them in the sandbox: a reference scores 1 with empty feedback, a wrong program 0
+    with the Wrong Answer (or, with no function to call, the Runtime Error) text, no code block 0
+    with the format message, in both test forms."""
+    refs = json.loads((Path(__file__).with_name("data") / "code_problem_references.json").read_text())
+    rows = [r for r in load_code_problems() if r["problem_id"] in ("sum_two", "two_sum")]
+    out = verl_rows(rows, data_source="sdpo_kit/code", split="train", ability="code", answer_field="tests")
+    assert [o["reward_model"]["ground_truth"] for o in out] == [r["tests"] for r in rows]
+    code = load_module(write_reward_module(tmp_path / "code", {"type": "code", "timeout_s": 5.0}))
+    for row, o in zip(rows, out):
+        truth = o["reward_model"]["ground_truth"]
+        assert code.compute_score("sdpo_kit/code", f"```python\n{refs[row['problem_id']]}```", truth,
+                                  extra_info=o["extra_info"]) == {"score": 1.0, "feedback": ""}
+        wrong = code.compute_score("sdpo_kit/code", "```python\nprint(0)\n```", truth)
+        header = "Runtime Error\nNameError" if row["form"] == "call" else "Test Case"  # print(0) defines no function
+        assert wrong["score"] == 0.0 and wrong["feedback"].startswith(header), wrong
+        assert code.compute_score("sdpo_kit/code", "print(0)", truth)["feedback"].startswith("Incorrect Format")
 
 
 def test_several_rewards_are_weighted_and_summed_and_bad_ones_refused(tmp_path):

@@ -4,10 +4,18 @@
     sampling.py    on-policy sampling (a complete GenerationConfig), prompt encoding, completion log-probs
     scratch.py     the scaffold every scratch loop runs in: RunConfig, row sampler, optimizer and
                    schedule, evaluation schedule, metrics sink, checkpoints and resume
+    precision.py   mixed precision chosen from the device (fp32 on a CPU, bf16 from compute
+                   capability 8.0, else fp16 with a gradient scaler), for the scratch scaffold
+    preflight.py   a GPU run's device, dtype and why, free memory and peak-memory estimate
+    fast_generation.py  the vLLM option (TRL colocate, Unsloth fast_inference) and its fallback
     checkpoint.py  what a checkpoint holds and how it is written and read
     trl_base.py    what every TRL-backed trainer shares (presets, metrics callback, resume)
     metrics.py     metric names, TRL's names for them, the metrics.jsonl sink
     plotting.py    LivePlot and its TrainerCallback
+    dashboard.py   the training dashboard (ipywidgets): plots, progress, completions table, stop button
+    explore.py     the notebooks' explorers: sliders -> figure in Jupyter, the default figure headless
+    completions.py sampled completions to completions.jsonl and to the dashboard (both backends)
+    trackers.py    report_to for the scratch loops: tensorboard, trackio, wandb through their own APIs
     config.py      the YAML run config, parsed and checked (the registry supplies the trainer classes)
     utils.py       eval_mode, seed_everything, tolerances
 """

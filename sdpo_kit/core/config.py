@@ -2,7 +2,7 @@
 
     algorithm:  grpo (the registry, ``sdpo_kit.registry``, lists what else is there)
     backend:    scratch | trl
-    model:      name, lora, load_in_4bit, max_seq_length, trust_remote_code, dtype, lab
+    model:      name, lora, load_in_4bit, max_seq_length, trust_remote_code, dtype, fast_inference, lab
     task:       name (a key of ``lab.tasks.TASKS``) and that task's options (digits, terms, n_eval, ...)
     reward:     one dict or a list of dicts, each with ``type`` (options go to ``rewards.make_reward``)
     trainer:    the fields of the registered trainer's own config dataclass, e.g.
@@ -46,6 +46,7 @@ class ModelConfig:
     max_seq_length: int = 1024
     trust_remote_code: bool = False
     dtype: str | None = None                # None: fp32 on CPU, bf16 or fp16 on GPU
+    fast_inference: bool = False            # Unsloth's vLLM generation (GPU + vllm; else a warning and off)
     lab: dict = field(default_factory=dict)  # sdpo_kit.lab.model.LabConfig overrides (tiny lab only)
 
 

@@ -127,6 +127,11 @@ def _in_notebook() -> bool:
     return getattr(shell, "kernel", None) is not None or "IPKernelApp" in getattr(shell, "config", {})
 
 
+def in_notebook() -> bool:
+    """Whether this runs inside a Jupyter / Colab kernel (the dashboard and the explorers ask too)."""
+    return _in_notebook()
+
+
 class LivePlot:
     """A live training dashboard.
 
@@ -235,8 +240,9 @@ class LivePlot:
         ax.set_title(title, fontsize="medium")
         ax.grid(alpha=0.3)
 
-    def _render(self) -> bytes:
-        """Redraw every panel on the one figure; keeps and returns the PNG bytes."""
+    def render(self) -> bytes:
+        """Redraw every panel on the one figure; keeps and returns the PNG bytes (the dashboard
+        shows them in its own image widget)."""
         if self._fig is None:
             self._build()
         steps = [x for x in (_as_float(r.get("step")) for r in self.history) if x is not None]
@@ -267,7 +273,7 @@ class LivePlot:
         self._pending = 0
         if not self.in_notebook and self.png_path is None:
             return  # headless with nowhere to draw: rendering would be wasted time
-        png = self._render()
+        png = self.render()
         if self.in_notebook:
             import IPython.display as ipd  # looked up at call time, so tests can stand in for it
 
@@ -292,7 +298,7 @@ class LivePlot:
         if self._stale or self._png is None:
             self._flush()
             if self._stale or self._png is None:  # headless without png_path: nothing rendered
-                self._render()
+                self.render()
         self._write(target, self._png)
         return target
 

@@ -8,7 +8,9 @@ Sampling is on-policy by construction: ``sampling_config`` spells out every knob
 samples come from softmax(logits / temperature) and nothing else, whatever the model's own
 ``generation_config`` says (Qwen2.5 ships ``repetition_penalty=1.1``, ``top_k=20``,
 ``top_p=0.8``; transformers would apply them to any knob left unset). Generation stops at
-every eos the model names (Qwen has two), not only the tokenizer's.
+every eos the model names (Qwen has two), not only the tokenizer's. The TRL backend gets the same
+neutral defaults while it trains (``trl_base.NeutralGenerationDefaults``): TRL's sampler leaves
+``no_repeat_ngram_size`` unset and ``min_p`` at None, which the model's config would fill.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def sampling_config(model, tokenizer, *, max_new_tokens: int, do_sample: bool = 
     return config
 
 
-def _hf_model(model):
+def generation_model(model):
     """The transformers model whose ``generate`` runs (a PEFT model's base model)."""
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
@@ -109,7 +111,7 @@ def neutral_generation_defaults(model):
     with a neutral one in its place, only transformers' own do-nothing defaults are left.
     The model's config is given back afterwards, unchanged.
     """
-    hf = _hf_model(model)
+    hf = generation_model(model)
     original = getattr(hf, "generation_config", None)
     if original is None:
         yield model

@@ -7,14 +7,24 @@
     make_optimizer  AdamW over the trainable parameters + a constant or linear-decay schedule
     should_evaluate step 0, every ``eval_every`` steps, the last step
     ScratchTrainer  the loop: evaluate, step, log (``metrics.MetricsSink``), checkpoint, resume
-                    (a changed max_steps is refused when the schedule decays over it)
+                    (a changed max_steps is refused when the schedule decays over it), in the
+                    precision ``core.precision`` chooses from the device (``mixed_precision``);
+                    sampled completions to ``completions.jsonl`` (``core.completions``), the rows
+                    to the trackers ``report_to`` names (``core.trackers``), and a clean stop
+                    after the current step, with a checkpoint, when a callback asks for one
+                    (its ``stop_requested`` is true: the dashboard's stop button)
 
 A subclass implements ``step() -> dict`` (one sampled batch and its optimizer passes; it calls
 ``self.next_rows()`` and ``self.optimizer_step(loss)``) and, if it keeps state of its own that a
-resumed run needs, ``extra_state()`` / ``load_extra_state(state)``.
+resumed run needs, ``extra_state()`` / ``load_extra_state(state)``. ``step()`` hands the batch's
+completions to ``self.record_completions(prompt=..., completion=..., reward=..., ...)``.
 
-Left out on purpose: gradient accumulation, mixed precision and distributed training (the
-TRL-backed trainers have them); a scratch trainer stays one readable file.
+Mixed precision (``mixed_precision="auto"``): fp32 on a CPU, exactly as before it existed (no
+autocast, the same operations in the same order); on CUDA bf16 autocast from compute capability
+8.0, else fp16 autocast with a gradient scaler, the trainable weights in fp32 (``core.precision``).
+
+Left out on purpose: gradient accumulation and distributed training (the TRL-backed trainers have
+them); a scratch trainer stays one readable file.
 """
 
 from __future__ import annotations
@@ -31,7 +41,10 @@ from pathlib import Path
 import torch
 
 from sdpo_kit.core import checkpoint as ckpt
+from sdpo_kit.core.completions import CompletionLog
 from sdpo_kit.core.metrics import MetricsSink
+from sdpo_kit.core.precision import MIXED_PRECISION, MixedPrecision, device_precision, model_device, upcast_trainable
+from sdpo_kit.core.trackers import Trackers, check_report_to
 from sdpo_kit.core.utils import eval_mode
 
 LR_SCHEDULES = ("constant", "linear")
@@ -51,6 +64,9 @@ class RunConfig:
     save_total_limit: int | None = None  # keep only the newest N checkpoints; None: all
     seed: int = 0
     output_dir: str | None = None     # metrics.jsonl and checkpoints go there when set
+    mixed_precision: str = "auto"     # auto | no | fp16 | bf16 (core.precision; auto is fp32 on a CPU)
+    log_completions_every: int = 10   # output_dir/completions.jsonl every N steps; 0: never
+    report_to: str | list = "none"    # none | tensorboard | trackio | wandb, or a list (TRL's report_to)
 
     def __post_init__(self):
         if self.max_steps < 1 or self.prompts_per_step < 1:
@@ -61,6 +77,11 @@ class RunConfig:
             raise ValueError("eval_every and save_steps must be >= 0")
         if self.save_steps and not self.output_dir:
             raise ValueError("save_steps > 0 needs an output_dir to write checkpoints to")
+        if self.mixed_precision not in MIXED_PRECISION:
+            raise ValueError(f"mixed_precision must be one of {MIXED_PRECISION}, got {self.mixed_precision!r}")
+        if self.log_completions_every < 0:
+            raise ValueError(f"log_completions_every must be >= 0, got {self.log_completions_every}")
+        check_report_to(self.report_to)
 
 
 def check_enough_rows(num_rows: int, prompts_per_step: int) -> None:
@@ -127,7 +148,9 @@ class ScratchTrainer:
         config: a ``RunConfig`` (subclass).
         eval_fn: ``eval_fn(model) -> float``, e.g. a task's held-out greedy accuracy; run in
             eval mode at step 0, every ``eval_every`` steps and at the end (``eval/accuracy``).
-        callbacks: callables ``cb(row)`` run after each logged row (``LivePlot``, a printer...).
+        callbacks: callables ``cb(row)`` run after each logged row (``LivePlot``, ``Dashboard``, a
+            printer...); one with ``on_completions(step, rows)`` also gets each step's sampled
+            completions, and one whose ``stop_requested`` turns true ends the run after that step.
     """
 
     @property
@@ -141,12 +164,22 @@ class ScratchTrainer:
             check_enough_rows(len(train_rows), config.prompts_per_step)
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.eval_fn = eval_fn
+        # chosen from the model's device; the trainable weights go to fp32 before the optimizer holds them
+        self.precision = device_precision(model_device(model), config.mixed_precision)
+        upcast_trainable(model)
+        self.amp = MixedPrecision(self.precision)
+        self.skipped_updates = 0  # optimizer steps the fp16 scaler skipped (an inf / NaN gradient)
         self.sampler = RowSampler(train_rows, config.prompts_per_step, config.seed)
         self.rows = self.sampler.rows
         self.optimizer, self.scheduler = make_optimizer(
             model, config.learning_rate, config.lr_scheduler_type, config.max_steps * self.updates_per_step)
-        self.sink = MetricsSink(config.output_dir, callbacks)
+        self.callbacks = list(callbacks)
+        self.trackers = Trackers(config.report_to, config.output_dir, dataclasses.asdict(config))
+        self.sink = MetricsSink(config.output_dir, [*self.callbacks, self.trackers])
         self.history = self.sink.history
+        self.completion_log = CompletionLog(config.output_dir, config.log_completions_every, self.callbacks)
+        self.current_step = 0  # the step train() is running (record_completions files rows under it)
+        self.stopped_at: int | None = None  # the step a stop request ended the run after
 
     # --- what a subclass writes ---------------------------------------------------------
     def step(self) -> dict:
@@ -170,11 +203,25 @@ class ScratchTrainer:
     def next_rows(self) -> list[dict]:
         return self.sampler.next_rows()
 
+    def record_completions(self, **columns) -> None:
+        """The step's sampled completions, one list per column (``core.completions``): prompt,
+        completion, reward, reward/<name>, feedback, ...; kept only when a file or listener wants them."""
+        self.completion_log.add(self.current_step, **columns)
+
+    def completions_wanted(self) -> bool:
+        """Whether this step's completions go anywhere (skip extra work, such as decoding, if not)."""
+        return self.completion_log.wanted(self.current_step)
+
+    def stop_requested(self) -> bool:
+        """True when a callback asks to stop (``stop_requested``: the dashboard's stop button)."""
+        return any(getattr(cb, "stop_requested", False) for cb in self.callbacks)
+
     def optimizer_step(self, loss: torch.Tensor) -> None:
-        """backward, clip the gradient norm to ``max_grad_norm``, step, schedule, zero."""
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
-        self.optimizer.step()
+        """backward, clip the gradient norm to ``max_grad_norm``, step, schedule, zero (in fp16 the
+        loss is scaled and a step with an inf / NaN gradient skipped: ``core.precision``)."""
+        self.amp.backward(loss)
+        if not self.amp.step(self.optimizer, self.model.parameters(), self.config.max_grad_norm):
+            self.skipped_updates += 1
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -186,7 +233,7 @@ class ScratchTrainer:
     def evaluate(self) -> float | None:
         if self.eval_fn is None:
             return None
-        with eval_mode(self.model):
+        with eval_mode(self.model), self.amp.autocast():
             return float(self.eval_fn(self.model))
 
     def log(self, row: dict) -> None:
@@ -206,8 +253,11 @@ class ScratchTrainer:
             start = int(state["step"])
             self.sampler.load_state_dict(state["sampler"])
             self.load_extra_state(state.get("extra", {}))
+            self.amp.load_state_dict(state.get("scaler", {}))
             self.load_extra_files(Path(resume_from_checkpoint))
         self.sink.start(state["history"] if state else ())
+        self.completion_log.start(start)
+        self.trackers.start()
         if cfg.output_dir:
             out = Path(cfg.output_dir)
             out.mkdir(parents=True, exist_ok=True)
@@ -217,21 +267,36 @@ class ScratchTrainer:
         elif self.eval_fn is not None:
             self.log({"step": 0, "eval/accuracy": self.evaluate()})
         self.model.train()
-        for step in range(start + 1, cfg.max_steps + 1):
-            t0 = time.perf_counter()
-            row = {"step": step, **self.step()}
-            row.setdefault("time/step_s", time.perf_counter() - t0)
-            if self.eval_fn is not None and should_evaluate(step, cfg.max_steps, cfg.eval_every):
-                row["eval/accuracy"] = self.evaluate()
-            self.log(row)
-            if cfg.save_steps and (step % cfg.save_steps == 0 or step == cfg.max_steps):
-                self.save_checkpoint(step)
+        try:
+            for step in range(start + 1, cfg.max_steps + 1):
+                self.current_step = step
+                t0 = time.perf_counter()
+                with self.amp.autocast():  # a null context in fp32
+                    row = {"step": step, **self.step()}
+                row.setdefault("time/step_s", time.perf_counter() - t0)
+                if self.eval_fn is not None and should_evaluate(step, cfg.max_steps, cfg.eval_every):
+                    row["eval/accuracy"] = self.evaluate()
+                self.completion_log.flush(step)  # before the row: a dashboard shows both at once
+                self.log(row)
+                stop = step < cfg.max_steps and self.stop_requested()
+                if (cfg.save_steps and (step % cfg.save_steps == 0 or step == cfg.max_steps)) or (stop and cfg.output_dir):
+                    self.save_checkpoint(step)
+                if stop:  # asked between steps: the step ran whole, its checkpoint resumes the run
+                    self.stopped_at = step
+                    if not cfg.output_dir:
+                        warnings.warn(f"stopped after step {step} on request; no output_dir, so no checkpoint "
+                                      f"to resume from", stacklevel=2)
+                    break
+        finally:
+            self.trackers.close()
         return self.history
 
     def save_checkpoint(self, step: int) -> Path:
         """``output_dir/checkpoint-<step>/`` (see ``core.checkpoint``)."""
         state = {"history": self.history, "sampler": self.sampler.state_dict(), "extra": self.extra_state(),
                  "config": dataclasses.asdict(self.config)}
+        if self.amp.scaler is not None:  # fp16 only: fp32 checkpoints stay as they were
+            state["scaler"] = self.amp.state_dict()
         return ckpt.save_checkpoint(self.config.output_dir, step, model=self.model, optimizer=self.optimizer,
                                     scheduler=self.scheduler, state=state, tokenizer=self.tokenizer,
                                     total_limit=self.config.save_total_limit, write_extra=self.save_extra_files)
@@ -252,7 +317,8 @@ class ScratchTrainer:
                 f"max_steps={now['max_steps']}: its learning-rate schedule decays over max_steps, so the resumed "
                 f"steps would follow another schedule than the interrupted run's. Resume with "
                 f"max_steps={saved['max_steps']} (or train with a constant schedule to extend a run)")
-        harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "output_dir"}
+        harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "output_dir",
+                    "log_completions_every", "report_to"}
         changed = sorted(k for k in saved if k not in harmless and k in now and saved[k] != now[k])
         if changed:
             warnings.warn(f"resuming with a config that differs from the checkpoint's in {changed}: "

@@ -1,16 +1,24 @@
 """What every TRL-backed trainer shares: presets, base arguments, checks and the metrics callback.
 
-* ``PRESETS``: ``"cpu"`` (use_cpu, bf16 and fp16 off, no gradient checkpointing) and ``"t4"``
-  (fp16, gradient checkpointing; LoRA / 4-bit / Unsloth come from ``models.load_policy``);
+* ``PRESETS``: ``"cpu"`` (use_cpu, bf16 and fp16 off, no gradient checkpointing), ``"t4"``
+  (fp16, gradient checkpointing; LoRA / 4-bit / Unsloth come from ``models.load_policy``) and
+  ``"t4_vllm"`` (the T4 preset generating with vLLM colocated, 0.35 of the GPU: see
+  ``core.fast_generation``, which drops it with a warning on a CPU or without vllm);
   ``resolve_preset("auto")`` picks ``"t4"`` when CUDA is there, else ``"cpu"``.
-* ``BASE_ARGS``: log every step, no trackers, keep the answer columns for the rewards, a
+* ``BASE_ARGS``: log every step, no trackers unless ``report_to`` names them (passed to TRL), keep the answer columns for the rewards, a
   constant learning rate unless asked (the scratch loop's default).
 * ``check_group_divisibility``: a batch that is not a whole number of groups fails before TRL,
   naming the nearest valid sizes; ``check_enough_rows``: a dataset smaller than one step's
   distinct prompts fails too (TRL would train 0 steps).
+* ``NeutralGenerationDefaults``: the policy's own ``generation_config`` swapped for a neutral one
+  while TRL trains, so TRL samples softmax(logits / T) as the scratch loop does (a hub model's
+  ``no_repeat_ngram_size`` or ``min_p`` would otherwise reach TRL's sampler: tests/test_sampling_trl.py).
 * ``MetricsCallback``: TRL's logs -> the scratch loop's rows (``sdpo_kit.core.metrics``), one row per
   sdpo_kit step, ``eval_fn`` at step 0 / every ``eval_every`` steps / the end; the rows also go
-  into each TRL checkpoint, so a resumed run's ``metrics.jsonl`` holds the whole run.
+  into each TRL checkpoint, so a resumed run's ``metrics.jsonl`` holds the whole run; the batch's
+  completions (``core.completions.trl_samples``) to ``completions.jsonl`` every
+  ``log_completions_every`` steps and to listeners (the dashboard); and a clean stop, with a
+  checkpoint, after the sdpo_kit step in which a sink's ``stop_requested`` turned true.
 * ``train_trl(trainer, resume_from_checkpoint)``: ``Trainer.train(resume_from_checkpoint=...)``
   with the callback told where the earlier rows are; returns the rows. A max_steps other than
   the checkpoint's is refused when the learning-rate schedule is laid out over it.
@@ -23,7 +31,7 @@ TRL 1.15 and 1.16: every name imported from TRL here and in ``trl_grpo.py`` (``G
 ``GRPOConfig`` has the same fields (only ``pad_to_multiple_of``'s default differs), so no
 import needs a fallback today; a name that moves gets a ``try / except ImportError`` here.
 
-Left out on purpose: vLLM, multi-GPU launch, TRL's own eval loop (``eval_fn`` is ours).
+Left out on purpose: vLLM's server mode, multi-GPU launch, TRL's own eval loop (``eval_fn`` is ours).
 """
 
 from __future__ import annotations
@@ -38,13 +46,18 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
+from sdpo_kit.core.completions import CompletionLog, trl_samples
+from sdpo_kit.core.fast_generation import VLLM_ARGS
 from sdpo_kit.core.metrics import MetricsSink, is_train_summary, metrics_from_trl_logs, read_jsonl, write_jsonl
+from sdpo_kit.core.sampling import neutral_generation_defaults
 from sdpo_kit.core.utils import eval_mode
 
 PRESETS = {
     "cpu": {"use_cpu": True, "bf16": False, "fp16": False, "gradient_checkpointing": False},
     # a T4 has no real bf16; gradient checkpointing trades compute for the 15 GB of memory
     "t4": {"bf16": False, "fp16": True, "gradient_checkpointing": True},
+    # the same, generating with vLLM in the training process (core.fast_generation: the memory split)
+    "t4_vllm": {"bf16": False, "fp16": True, "gradient_checkpointing": True, **VLLM_ARGS},
 }
 BASE_ARGS = {
     "report_to": "none", "logging_steps": 1, "save_strategy": "no", "remove_unused_columns": False,
@@ -165,6 +178,27 @@ def quiet(trainer) -> None:
         trainer.remove_callback(cb)
 
 
+class NeutralGenerationDefaults(TrainerCallback):
+    """The model's ``generation_config`` swapped for a neutral one from the start of training to its
+    end (``sampling.neutral_generation_defaults``), then given back unchanged. TRL's GRPOTrainer
+    sets temperature, top_p, top_k, repetition_penalty and min_p (None) in its own config and
+    transformers fills every other knob, and a None, from the model's: the samples would leave the
+    policy the loss assumes (off-policy) for a hub model whose config sets them."""
+
+    def __init__(self):
+        self._swap = None
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if model is not None and self._swap is None:
+            self._swap = neutral_generation_defaults(model)
+            self._swap.__enter__()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._swap is not None:
+            self._swap.__exit__(None, None, None)
+            self._swap = None
+
+
 class MetricsCallback(TrainerCallback):
     """Writes the scratch loop's metric rows to ``output_dir/metrics.jsonl`` from TRL's logs.
 
@@ -172,12 +206,20 @@ class MetricsCallback(TrainerCallback):
     steps and at the last step, adding ``eval/accuracy``. Each row also goes to every
     ``sinks`` callable (``LivePlot``, a printer...), as the scratch loop's callbacks get it.
     ``num_iterations`` (mu): TRL counts each optimizer pass as a step, sdpo_kit a sampled batch.
+    ``trainer``: set once the trainer exists (the builders do); its last sampled batch goes to
+    ``output_dir/completions.jsonl`` every ``log_completions_every`` steps and to the sinks that
+    have ``on_completions``. A sink whose ``stop_requested`` turns true ends training after the
+    current sdpo_kit step (all its mu passes) with a checkpoint that ``train_trl`` resumes.
     """
 
     def __init__(self, output_dir=None, eval_fn: Callable | None = None, eval_every: int = 0,
-                 sinks: Sequence[Callable] = (), num_iterations: int = 1):
+                 sinks: Sequence[Callable] = (), num_iterations: int = 1, log_completions_every: int = 0):
         self.sink = MetricsSink(output_dir, sinks)
         self.history = self.sink.history
+        self.sinks, self.output_dir = list(sinks), output_dir
+        self.completions = CompletionLog(output_dir, log_completions_every, sinks)
+        self.trainer = None
+        self.stopped_at: int | None = None
         self.mu = max(1, int(num_iterations))
         self.eval_fn, self.eval_every = eval_fn, eval_every
         self.resume_rows: list[dict] | None = None  # set by train_trl when resuming
@@ -196,6 +238,7 @@ class MetricsCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         resumed = state.global_step > 0
         self.sink.start(self.resume_rows if resumed and self.resume_rows else ())
+        self.completions.start(self._step(state.global_step))
         if self.eval_fn is not None and not resumed:
             self._last_eval_step = state.global_step
             self.sink.log({"step": 0, "eval/accuracy": self._evaluate(model)})
@@ -226,8 +269,16 @@ class MetricsCallback(TrainerCallback):
         if self.eval_fn is not None and (last or (self.eval_every and step % self.eval_every == 0)):
             row["eval/accuracy"] = self._evaluate(model)
             self._last_eval_step = state.global_step
+        if self.trainer is not None and self.completions.wanted(step):
+            self.completions.add(step, **trl_samples(self.trainer))
+            self.completions.flush(step)
         self.sink.log(row)
         self._t_last, self._last_row_step = time.perf_counter(), step  # evaluation kept out of s/step
+        if not last and any(getattr(s, "stop_requested", False) for s in self.sinks):
+            # asked for during the step or just now: the Trainer saves right after this log, then stops
+            self.stopped_at = step
+            control.should_training_stop = True
+            control.should_save = bool(self.output_dir)
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"

@@ -129,11 +129,12 @@ def _quantise_4bit(model, tmp: Path):  # pragma: no cover - needs a GPU
 @torch.no_grad()
 def round_trip(run_dir, export_dir, prompts, *, max_new_tokens: int = 8) -> dict:
     """Load ``export_dir`` back (transformers; a LoRA export on the run's base) and compare it with
-    the run's model in fp32 on ``prompts``: greedy completions equal, and the largest logit
-    difference over the prompts' next-token logits."""
+    the run's model in fp32 on ``prompts``, both on the CPU (a GPU run's base loads on the GPU):
+    greedy completions equal, and the largest logit difference over the prompts' next-token logits."""
     from transformers import AutoModelForCausalLM
 
     ref, tok = load_run_model(run_dir, dtype=torch.float32)
+    ref = ref.cpu()
     export_dir = Path(export_dir)
     if is_adapter(export_dir):
         from peft import PeftModel
@@ -144,4 +145,4 @@ def round_trip(run_dir, export_dir, prompts, *, max_new_tokens: int = 8) -> dict
         got = AutoModelForCausalLM.from_pretrained(export_dir).eval()
     dtype = next(got.parameters()).dtype
     return {"dtype": str(dtype).replace("torch.", ""),
-            **compare_models(ref, got.to(torch.float32), tok, prompts, max_new_tokens)}
+            **compare_models(ref, got.to("cpu", torch.float32), tok, prompts, max_new_tokens)}

@@ -2,6 +2,12 @@
 
 ``RUN_DIR`` is what ``sdpo-kit train`` wrote: ``config.yaml`` (how the policy was loaded) and
 ``model/`` (``core.checkpoint.save_model``: a PEFT run's adapter, or a full model's weights).
+
+The base an adapter is merged into is always a plain 16-bit or fp32 copy (``base_load_kwargs``),
+never the 4-bit base a run may have trained on: merging into NF4 weights would either fail or
+round the merged update back to 4 bits. The adapter learnt against the dequantised NF4 weights,
+so the merged model differs from the trained one by the base's quantisation error (what
+Unsloth's 16-bit merge does too); ``export.round_trip`` measures the difference.
 """
 
 from __future__ import annotations
@@ -32,16 +38,24 @@ def is_adapter(model_dir: Path) -> bool:
     return (Path(model_dir) / "adapter_model.safetensors").exists()
 
 
+def base_load_kwargs(model_config, dtype: torch.dtype | None = None) -> dict:
+    """``load_policy`` keywords for the base an export merges into: the run's model without its
+    adapter, in ``dtype`` (None: fp32 on a CPU, 16-bit on a GPU), never 4-bit and never through
+    Unsloth (whose loader quantises by default), whatever ``model.load_in_4bit`` said in training."""
+    return {"lora": False, "load_in_4bit": False, "use_unsloth": False,
+            "trust_remote_code": model_config.trust_remote_code, "dtype": dtype}
+
+
 def base_model(run_dir, dtype: torch.dtype | None = None):
-    """The run's starting policy (no adapter) and tokenizer, loaded as training loaded them."""
+    """The run's starting policy (no adapter) and tokenizer, in 16 bits or fp32 (``base_load_kwargs``)."""
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import load_config
 
     cfg = load_config(Path(run_dir) / "config.yaml")
-    return load_policy(cfg.model.name, lora=False, lab_config=lab_config_for(cfg, make_task(**cfg.task)),
-                       trust_remote_code=cfg.model.trust_remote_code, dtype=dtype)
+    return load_policy(cfg.model.name, lab_config=lab_config_for(cfg, make_task(**cfg.task)),
+                       **base_load_kwargs(cfg.model, dtype))
 
 
 def load_run_model(run_dir, dtype: torch.dtype | None = None):

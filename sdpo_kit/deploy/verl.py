@@ -8,8 +8,11 @@ verl's schema per row (its ``RLHFDataset``): ``data_source``, ``prompt`` (chat m
 verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw)`` for a
 custom reward (``reward.custom_reward_function.path`` / ``name``); the generated module rebuilds
 the sdpo_kit reward from its config entry and returns a float, or ``{"score", "feedback"}`` when
-the reward gives feedback (SDPO). The prompt travels in ``extra_info["prompt"]`` for rewards that
-read it.
+the reward gives feedback (SDPO). verl hands over one ground truth per row: it fills every column
+the rewards read (``answer`` for the rule rewards, ``tests`` for the ``code`` reward, whose rows
+go out with ``verl_rows(rows, answer_field="tests", ability="code")``: the tests as JSON text,
+as verl's own code rewards keep them). The prompt travels in ``extra_info["prompt"]`` for
+rewards that read it.
 
     export_verl(cfg, out_dir)              all of it for one run config, plus run_verl.sh (``sdpo-kit export-verl``)
 
@@ -91,18 +94,26 @@ def _rewards():
     return make_reward(REWARD_SPECS, task=make_task(**TASK_SPEC))
 
 
+@lru_cache(maxsize=1)
+def _columns():
+    """Every column the rewards read ("answer"; "tests" for the code reward): each gets the ground truth."""
+    from sdpo_kit.rewards import required_columns
+
+    return sorted({{"answer"}} | {{c for fn in _rewards() for c in required_columns(fn)}})
+
+
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     from sdpo_kit.rewards import compute_rewards_with_feedback
 
     prompt = json.loads((extra_info or {{}}).get("prompt", "[]")) or [{{"role": "user", "content": ""}}]
     completion = [{{"role": "assistant", "content": solution_str}}]
-    total, _, feedbacks = compute_rewards_with_feedback(_rewards(), [prompt], [completion],
-                                                        {{"answer": [ground_truth]}}, WEIGHTS)
+    columns = {{c: [ground_truth] for c in _columns()}}
+    total, _, feedbacks = compute_rewards_with_feedback(_rewards(), [prompt], [completion], columns, WEIGHTS)
     if WITH_FEEDBACK:
         return {{"score": float(total[0]), "feedback": feedbacks[0] or ""}}
     return float(total[0])
 '''
-FEEDBACK_REWARDS = ("feedback", "environment")   # registry types whose scores come with feedback text
+FEEDBACK_REWARDS = ("feedback", "environment", "code")   # registry types whose scores come with feedback text
 
 
 def reward_specs(reward) -> list[dict]:

@@ -5,7 +5,10 @@ returns a ready ``trl.GRPOTrainer``; call ``.train()`` on it (or ``trl_base.trai
 resume with the metrics file carried over). The stock class is used, not a subclass, so
 Unsloth's patched ``GRPOTrainer`` (Colab's fast path) is the one that runs. What it adds:
 
-* presets (``trl_base.PRESETS``: ``"cpu"``, ``"t4"``, ``"auto"``) and base arguments;
+* presets (``trl_base.PRESETS``: ``"cpu"``, ``"t4"``, ``"t4_vllm"``, ``"auto"``) and base arguments;
+  ``mixed_precision`` (the scratch loops' knob) sets TRL's ``fp16`` / ``bf16`` when not ``"auto"``
+  (``"auto"``: the preset's); vLLM asked for where it cannot run falls back with a warning
+  (``core.fast_generation.guard_trl_vllm``);
 * our config names mapped to TRL's (``grpo_args``): ``prompts_per_step`` prompts x
   ``num_generations`` completions per optimizer step, like the scratch loop; ``max_steps`` and
   ``save_steps`` count sampled batches (x mu for TRL, which counts passes); the rest
@@ -18,12 +21,13 @@ Unsloth's patched ``GRPOTrainer`` (Colab's fast path) is the one that runs. What
 * a batch that is not a whole number of groups fails here, before TRL, naming the nearest
   valid sizes (``trl_base.check_group_divisibility``), and so does a dataset with fewer rows
   than one step's distinct prompts, which TRL would train for 0 steps (``trl_base.check_enough_rows``);
-* ``trl_base.MetricsCallback``: ``output_dir/metrics.jsonl`` with the scratch loop's keys.
+* ``trl_base.MetricsCallback``: ``output_dir/metrics.jsonl`` with the scratch loop's keys;
+* ``trl_base.NeutralGenerationDefaults``: the model's own generation defaults kept out of sampling.
 
 ``TRLGRPOConfig`` is the same knobs as the scratch loop's ``GRPOSettings`` plus ``preset`` and
 ``trl_args`` (any other ``trl.GRPOConfig`` field); the CLI builds the trainer from it.
 
-Left out on purpose: vLLM, multi-GPU launch, TRL's own eval loop (``eval_fn`` is ours).
+Left out on purpose: vLLM's server mode, multi-GPU launch, TRL's own eval loop (``eval_fn`` is ours).
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from sdpo_kit.core.fast_generation import guard_trl_vllm
 from sdpo_kit.core.trl_base import (
     BASE_ARGS,
     MetricsCallback,
+    NeutralGenerationDefaults,
     check_enough_rows,
     check_group_divisibility,
     check_trl_runs_on,
@@ -47,7 +53,7 @@ from sdpo_kit.core.trl_base import (
 from sdpo_kit.grpo.loop import GRPOSettings
 from sdpo_kit.rewards import check_columns, checked
 
-OURS_ONLY = ("prompts_per_step", "eval_every")  # config keys TRL does not know
+OURS_ONLY = ("prompts_per_step", "eval_every", "mixed_precision", "log_completions_every")  # config keys TRL does not know
 DEFAULT_ARGS = {"per_device_train_batch_size": 64, "num_generations": 8}
 
 
@@ -56,7 +62,7 @@ class TRLGRPOConfig(GRPOSettings):
     """The TRL backend's config: GRPO's knobs (same names and defaults as the scratch loop),
     the preset, and ``trl_args`` for any other ``trl.GRPOConfig`` field."""
 
-    preset: str = "auto"              # cpu | t4 | auto (t4 when CUDA is there)
+    preset: str = "auto"              # cpu | t4 | t4_vllm | auto (t4 when CUDA is there)
     trl_args: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -90,7 +96,11 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
     args = {**BASE_ARGS, **DEFAULT_ARGS, **resolve_preset(preset), "output_dir": str(output_dir)}
     overrides = {k: v for k, v in overrides.items() if v is not None or k == "epsilon_high"}
     overrides.pop("eval_every", None)
+    overrides.pop("log_completions_every", None)  # ours: MetricsCallback writes completions.jsonl
     prompts_per_step = overrides.pop("prompts_per_step", None)
+    mixed_precision = overrides.pop("mixed_precision", "auto")
+    if mixed_precision != "auto":  # the scratch loops' knob, in transformers' flags
+        args.update(fp16=mixed_precision == "fp16", bf16=mixed_precision == "bf16")
     args.update(overrides)
     if prompts_per_step is not None:
         if "per_device_train_batch_size" in overrides:
@@ -112,12 +122,13 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
         args.pop("save_steps")
         args["save_strategy"] = "no"
     check_group_divisibility(args)
-    return args
+    return guard_trl_vllm(args)
 
 
 def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, preset: str = "cpu",
                            eval_fn: Callable | None = None, output_dir="runs/trl_grpo",
-                           callbacks: Sequence = (), eval_every: int = 0, verbose: bool = True,
+                           callbacks: Sequence = (), eval_every: int = 0, log_completions_every: int = 10,
+                           verbose: bool = True,
                            reward_weights: Sequence[float] | None = None, trainer_class=None, args_class=None,
                            **grpo_overrides):
     """A ``trl.GRPOTrainer`` for ``model`` with sdpo_kit's rewards, presets and metrics file.
@@ -127,11 +138,13 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
         reward_funcs: one or more TRL-signature reward functions; wrapped with ``checked``.
         train_dataset: a ``datasets.Dataset`` or a list of row dicts with ``prompt`` and the
             columns the rewards need.
-        preset: ``"cpu"``, ``"t4"`` or ``"auto"``.
+        preset: ``"cpu"``, ``"t4"``, ``"t4_vllm"`` or ``"auto"``.
         eval_fn: ``eval_fn(model) -> float``, e.g. held-out greedy accuracy; logged as
             ``eval/accuracy`` at step 0, every ``eval_every`` steps and at the end.
+        log_completions_every: the sampled batch to ``output_dir/completions.jsonl`` every N steps (0: never).
         callbacks: ``TrainerCallback`` instances go to the trainer; plain callables get each
-            metrics row (the scratch loop's callback interface, e.g. a ``LivePlot``).
+            metrics row (the scratch loop's callback interface, e.g. a ``LivePlot`` or a
+            ``Dashboard``: its completions table and stop button work here too).
         verbose: False drops transformers' progress bar / log printer.
         trainer_class, args_class: a ``GRPOTrainer`` subclass and its config class (VAPOR's);
             default ``trl.GRPOTrainer`` / ``trl.GRPOConfig``, looked up now.
@@ -156,14 +169,17 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     trl_config = args_class(**args)
     check_enough_rows(len(train_dataset) if hasattr(train_dataset, "__len__") else None, trl_config)
     trainer_cbs, sinks = split_callbacks(callbacks)
-    metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1)
+    metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1,
+                                 log_completions_every)
     trainer = trainer_class(
         model=model, reward_funcs=[checked(f) for f in reward_funcs], args=trl_config,
-        train_dataset=train_dataset, processing_class=tokenizer, callbacks=[metrics_cb, *trainer_cbs],
+        train_dataset=train_dataset, processing_class=tokenizer,
+        callbacks=[NeutralGenerationDefaults(), metrics_cb, *trainer_cbs],
     )
     if not verbose:
         quiet(trainer)
     trainer.metrics_callback = metrics_cb
+    metrics_cb.trainer = trainer  # its last sampled batch feeds completions.jsonl (core.completions.trl_samples)
     trainer.history = metrics_cb.history
     return trainer
 
@@ -177,8 +193,10 @@ def build_from_config(model, tokenizer, reward_funcs, train_rows, config: TRLGRP
     knobs = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in ("preset", "trl_args")}
     output_dir = knobs.pop("output_dir") or "runs/trl_grpo"
     eval_every = knobs.pop("eval_every")
+    log_every = knobs.pop("log_completions_every")
     return build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_rows, preset=config.preset,
                                   eval_fn=eval_fn, output_dir=output_dir, callbacks=callbacks,
-                                  eval_every=eval_every, verbose=verbose, reward_weights=reward_weights,
+                                  eval_every=eval_every, log_completions_every=log_every, verbose=verbose,
+                                  reward_weights=reward_weights,
                                   trainer_class=trainer_class, args_class=args_class,
                                   **{**knobs, **config.trl_args})

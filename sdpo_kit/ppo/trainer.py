@@ -33,7 +33,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from sdpo_kit.core.completions import reward_columns
 from sdpo_kit.core.logprobs import token_logprobs
+from sdpo_kit.core.precision import upcast_trainable
 from sdpo_kit.core.sampling import completion_logits, sample
 from sdpo_kit.core.scratch import ScratchTrainer
 from sdpo_kit.ppo.config import TeacherStudentPPOConfig
@@ -49,7 +51,7 @@ from sdpo_kit.ppo.loss import (
     scale_scores,
 )
 from sdpo_kit.ppo.value_head import HEAD_FILE, PolicyWithValueHead
-from sdpo_kit.rewards import compute_rewards
+from sdpo_kit.rewards import compute_rewards, reward_name
 
 
 class TeacherStudentPPOTrainer(ScratchTrainer):
@@ -76,6 +78,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         self.reward_funcs, self.reward_weights = list(reward_funcs), reward_weights
         self.teacher = teacher.eval().requires_grad_(False) if teacher is not None else None
         self.ref_model = None if hasattr(model, "disable_adapter") else copy.deepcopy(model).eval().requires_grad_(False)
+        upcast_trainable(self.pv)  # the value head too (the scaffold upcast the policy): fp32 weights that train
         self.optimizer = self._setup_optimizer()
         self.scheduler = self._setup_scheduler()
         self.kl_ctl = self._setup_kl_controller()
@@ -152,8 +155,10 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         chat = not isinstance(rows[0]["prompt"], str)
         completions = [[{"role": "assistant", "content": t}] if chat else t for t in ro.texts]
         columns = {k: [r[k] for r in rows] for k in rows[0] if k != "prompt"}
-        raw, _ = compute_rewards(self.reward_funcs, [r["prompt"] for r in rows], completions, columns,
+        raw, per_func = compute_rewards(self.reward_funcs, [r["prompt"] for r in rows], completions, columns,
                                  self.reward_weights)                                 # (B,)
+        self.record_completions(prompt=[r["prompt"] for r in rows], completion=completions, reward=raw.tolist(),
+                                **reward_columns([reward_name(f) for f in self.reward_funcs], per_func))
         scores = self.process_scores(raw)                                              # (B,)
         mask = ro.completion_mask.float()                                              # (B, T)
         with torch.no_grad():
@@ -199,10 +204,10 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
                 for k in range(cfg.gradient_accumulation_steps):
                     lo = start + k * cfg.mini_batch_size
                     loss, stats, kd = self.minibatch_loss(b, order[lo:lo + cfg.mini_batch_size])
-                    (loss / cfg.gradient_accumulation_steps).backward()
+                    self.amp.backward(loss / cfg.gradient_accumulation_steps)   # scaled in fp16 (core.precision)
                     logged.append({**{k2: v.item() for k2, v in stats.items()}, "loss": loss.item(), "kd": kd.item()})
-                torch.nn.utils.clip_grad_norm_(self.pv.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
+                if not self.amp.step(self.optimizer, self.pv.parameters(), cfg.max_grad_norm):
+                    self.skipped_updates += 1                    # fp16: an inf / NaN gradient, step skipped
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
             epochs_run += 1

@@ -108,13 +108,16 @@ def call_reward(fn: RewardFunc, prompts, completions, **columns) -> list[float]:
 
 def checked(fn: RewardFunc, feedback_sink: list | None = None) -> RewardFunc:
     """Wrap ``fn`` so TRL's trainer gets the same named errors as the scratch loop, and floats
-    (a feedback reward's texts go to ``feedback_sink``, replaced on each call, when given)."""
+    (a feedback reward's texts go to ``feedback_sink``, replaced on each call, when given, and to
+    TRL's completions table as ``feedback/<name>`` through the ``log_extra`` TRL passes)."""
 
     @functools.wraps(fn)
     def wrapper(prompts, completions, **columns):
         scores, feedbacks = call_reward_with_feedback(fn, prompts, completions, **columns)
         if feedback_sink is not None:
             feedback_sink[:] = feedbacks
+        if callable(columns.get("log_extra")) and any(feedbacks):  # TRL's completions table (core.completions)
+            columns["log_extra"](f"feedback/{reward_name(fn)}", feedbacks)
         return scores
 
     wrapper.__name__ = reward_name(fn)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 
+from sdpo_kit.rewards.code_runner import code_reward
 from sdpo_kit.rewards.core import RewardFunc
 from sdpo_kit.rewards.model_scored import (
     ANSWER_SEPARATOR,
@@ -87,6 +88,9 @@ REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
                                                    scorer=scorer, micro_batch_size=micro_batch_size), True),
     "reward_model": (_reward_model_from_config, False),
     "environment": (_environment_from_config, False),
+    "code": (lambda model, tokenizer, task, tests_field="tests", partial=False, test_fraction=1.0, split_seed=0,
+             timeout_s=2.0, memory_mb=1024, workers=None:
+             code_reward(tests_field, partial, test_fraction, split_seed, timeout_s, memory_mb, workers), False),
 }
 REWARD_BUILDERS["coverage_ce"] = REWARD_BUILDERS["supervised"]  # alias: the design notes call it "supervised"
 REWARD_TYPES = tuple(sorted(REWARD_BUILDERS))
@@ -112,6 +116,11 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
                              micro_batch_size=256
         environment          factory=None (the task's ArithmeticEnvironment) | "package.module:callable",
                              answer_field="answer"; {"score", "feedback"} from Environment.step
+        code                 tests_field="tests" (a list or a JSON string per row), partial=False (True: the
+                             share of tests passed), test_fraction=1.0 (the column as it is: load_code_problems'
+                             train rows hold the reward's half; 0.5 splits rows holding every test),
+                             split_seed=0, timeout_s=2.0 per test, memory_mb=1024, workers=None (the cores);
+                             runs the completion's last ```python block in the sandbox, {"score", "feedback"}
 
     Weights are not an option here: pass them to ``compute_rewards`` / the trainers
     (``reward_weights``). Unknown types or options raise ``ValueError`` listing the valid ones.

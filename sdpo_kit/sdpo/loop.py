@@ -243,6 +243,9 @@ class SDPOLoop(GRPOLoop):
         t_ids, t_mask, selection, truncated = cfg.teacher_batch(self.tokenizer, prompts, completions, rewards,
                                                                 feedbacks, device=device)
         sd_mask = selection.mask                                                        # (B,)
+        if self.completions_wanted():  # what the teacher read, as it read it (cut, padding dropped)
+            self.record_completions(teacher_prompt=self.tokenizer.batch_decode(t_ids, skip_special_tokens=True),
+                                    has_teacher=[bool(x) for x in sd_mask.tolist()])
         mask = ro.completion_mask * sd_mask.to(device).unsqueeze(1)                    # (B, T)
         advantages = None
         if cfg.distillation_weight < 1.0:

@@ -80,6 +80,7 @@ class SDPOTrainer(GRPOTrainer):
         self.add_callback(_TeacherEMA(self.teacher))
         self.feedback_sinks = list(feedback_sinks)
         self._last_rewards = None
+        self.teacher_samples: dict[str, list] = {}
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -106,6 +107,9 @@ class SDPOTrainer(GRPOTrainer):
         output["teacher_input_ids"] = torch.cat([ids, output["completion_ids"]], 1)
         output["teacher_attention_mask"] = torch.cat([mask, output["completion_mask"]], 1)
         output["self_distillation_mask"] = selection.mask.to(output["completion_ids"].device)
+        # the completions table's SDPO columns (core.completions.trl_samples): what the teacher read
+        self.teacher_samples = {"teacher_prompt": self.processing_class.batch_decode(ids, skip_special_tokens=True),
+                                "has_teacher": [bool(x) for x in selection.mask.tolist()]}
         for key, value in {**selection.metrics(), "sdpo/reprompt_truncated": truncated}.items():
             self._metrics[mode][key].append(value)
         return output

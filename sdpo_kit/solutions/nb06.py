@@ -1,14 +1,9 @@
-"""Reference answers to the exercises of notebooks/06_test_time_self_distillation.ipynb (multi-turn
-reprompting at test time, ``sdpo.multi_turn``: best-of-k, and feedback the model can read)."""
+"""Reference answers to the exercises of notebooks/06_test_time_self_distillation.ipynb (test-time
+discovery: best-of-k from one-sample success rates, and the discovery rate from first successes)."""
 
 from __future__ import annotations
 
 import torch
-
-from sdpo_kit.lab.tasks import is_correct
-
-# the copy warm start's own form (tasks.HINT_TEMPLATE's second line): the answer after "Correct answer: "
-EX2_FEEDBACK_TEMPLATE = "\nCorrect answer: {feedback_raw}"
 
 
 def my_expected_best_of_k(p: torch.Tensor, k: int) -> torch.Tensor:
@@ -19,8 +14,8 @@ def my_expected_best_of_k(p: torch.Tensor, k: int) -> torch.Tensor:
     return (1 - (1 - p) ** k).mean()                                          # scalar
 
 
-def my_oracle_reward(prompts, completions, answer, **columns) -> list[dict]:
-    """Exercise 2: exact match (``tasks.is_correct``, the one correctness rule) as the score, and the
-    right answer itself as the feedback: an oracle, which ``EX2_FEEDBACK_TEMPLATE`` shows the model in
-    the "Correct answer: N" form it learned to copy."""
-    return [{"score": float(is_correct(c, a)), "feedback": str(a)} for c, a in zip(completions, answer)]
+def my_discovery_rate(first_success: list, budgets: list) -> list:
+    """Exercise 2: D(k) = the share of questions whose first success (1-based attempt index, None when
+    none within the budget) is at an attempt <= k, for each k in ``budgets`` (``discovery_curves``' rule)."""
+    n = len(first_success)
+    return [sum(a is not None and a <= k for a in first_success) / n for k in budgets]

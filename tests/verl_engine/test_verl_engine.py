@@ -4,12 +4,18 @@ verl pins transformers < 5.11, so it has a venv of its own; these tests skip any
 importable. What they pin down: our advantages, loss aggregations and KL estimate are verl's
 (``core_algos``), the exported parquet loads through verl's ``RLHFDataset`` + ``collate_fn`` with
 our tokenizer, verl's reward manager scores a ``DataProto`` with our reward module exactly as the
-local trainers score it, and the generated Hydra overrides compose against verl's own
+local trainers score it (the rule rewards, the feedback rewards, and the code reward, whose
+programs run in our sandbox from inside verl's reward loop), and the generated Hydra overrides compose against verl's own
 ``ppo_trainer`` config and pass its ``validate_config`` (an unknown key fails). verl's ``fit()``
 needs a GPU and a vLLM / SGLang rollout: not run here.
 """
 
 from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,3 +200,43 @@ def test_a_feedback_reward_gives_verls_reward_loop_the_same_keys_on_every_row(re
     assert (right["reward_score"], wrong["reward_score"]) == (1.0, 0.0)
     assert set(right["reward_extra_info"]) == set(wrong["reward_extra_info"]) == {"score", "feedback"}
     assert right["reward_extra_info"]["feedback"] == "" and "too large" in wrong["reward_extra_info"]["feedback"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the sandbox needs a POSIX system")
+def test_the_code_reward_scores_in_verls_reward_loop_as_our_trainers_do(tmp_path):
+    """Code rows (tests as verl's ground truth, verl_rows(..., answer_field="tests")) scored by
+    verl's reward manager through our reward module: per row the score and the feedback the local
+    trainers get from the code reward, and the same extra-info keys on every row (1 / "" for a
+    reference, 0 / Wrong Answer or Runtime Error for a wrong program, 0 / the format message)."""
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    from sdpo_kit.deploy.verl import verl_rows
+    from sdpo_kit.rewards import compute_rewards_with_feedback, load_code_problems, make_reward
+
+    spec = [{"type": "code", "timeout_s": 5.0}]
+    out = export_verl(load_config("configs/demo.yaml", {"reward": spec}), tmp_path / "code", check=True)
+    config = verl_config(out)
+    tokenizer = AutoTokenizer.from_pretrained(out["out_dir"] / "model")
+    refs = json.loads((Path(__file__).parents[1] / "data" / "code_problem_references.json").read_text())
+    rows = [r for r in load_code_problems() if r["problem_id"] in ("sum_two", "two_sum")]
+    texts = [f"```python\n{refs[r['problem_id']]}```" for r in rows] + ["```python\nprint(0)\n```"] * 2 + ["print(0)"]
+    rows = rows + rows + rows[:1]
+    verl = verl_rows(rows, data_source="sdpo_kit/code", split="train", ability="code", answer_field="tests")
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+    B, T = len(ids), max(map(len, ids))
+    data = DataProto.from_dict(
+        tensors={"responses": torch.tensor([r + [tokenizer.pad_token_id] * (T - len(r)) for r in ids]),
+                 "attention_mask": torch.cat([torch.ones(B, 3, dtype=torch.long),
+                                              torch.tensor([[1] * len(r) + [0] * (T - len(r)) for r in ids])], dim=1)},
+        non_tensors={k: np.array([v[k] for v in verl], dtype=object) for k in ("data_source", "reward_model", "extra_info")})
+    manager = load_reward_manager(config, tokenizer)
+    theirs = [manager.loop.run_until_complete(manager.run_single(data[i:i + 1])) for i in range(B)]
+    total, _, feedbacks = compute_rewards_with_feedback(make_reward(spec), [r["prompt"] for r in rows],
+                                                        [[{"role": "assistant", "content": t}] for t in texts],
+                                                        {"tests": [r["tests"] for r in rows]})
+    assert [t["reward_score"] for t in theirs] == total.tolist() == [1.0, 1.0, 0.0, 0.0, 0.0]
+    assert [t["reward_extra_info"]["feedback"] for t in theirs] == [f or "" for f in feedbacks]
+    assert all(set(t["reward_extra_info"]) == {"score", "feedback"} for t in theirs)
+    assert feedbacks[:2] == [None, None] and re.match(r"Test Case \d+: Wrong Answer\n", feedbacks[2])
+    assert feedbacks[3].startswith("Runtime Error\nNameError") and feedbacks[4].startswith("Incorrect Format")

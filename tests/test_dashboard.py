@@ -1,0 +1,173 @@
+"""The training dashboard on the tiny lab, driven as a user would: its stop button clicked (the
+widget's own ``click()``) ends a run after the current step with a checkpoint that resumes, on both
+backends; its table holds the latest sampled completions; headless it writes the PNG and prints a text
+table with no widget error; in a (stand-in) kernel it displays one widget and redraws it in place;
+and a run's numbers are the same with the dashboard and a tracker on."""
+
+from __future__ import annotations
+
+import pytest
+from test_trackers import BEFORE, unchanged_run
+
+from sdpo_kit.core import dashboard as dashboard_module
+from sdpo_kit.core import plotting
+from sdpo_kit.core.dashboard import Dashboard, DashboardCallback, html_table, text_table
+from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.trl import build_trl_grpo_trainer
+from sdpo_kit.lab.model import build_model, build_tokenizer
+from sdpo_kit.lab.tasks import ArithmeticTask
+from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig
+
+FP32 = {"rel": 1e-5, "abs": 1e-6}
+KW = dict(prompts_per_step=2, num_generations=4, max_completion_length=3, learning_rate=3e-3, seed=1)
+
+
+def char_reward(prompts, completions, **kwargs):
+    return [sum(map(ord, c[0]["content"])) % 7 / 7 for c in completions]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return ArithmeticTask(n_eval=8, seed=0).splits()[0]
+
+
+def click_at(dash, step):
+    """A callback that clicks the dashboard's stop button once the row of ``step`` is logged."""
+    def cb(row):
+        if row.get("step") == step and "loss" in row:
+            dash.stop_button.click()
+    return cb
+
+
+def train_rows(history):
+    return [r for r in history if "loss" in r]
+
+
+def test_stop_button_scratch_checkpoint_resumes(tok, rows, tmp_path):
+    """Stop clicked during step 2 of 5: the run ends after step 2 with checkpoint-2; the table shows
+    the step's completions; resumed from checkpoint-2 the run logs steps 3-5 as the run that was
+    never stopped (fp32 tolerance)."""
+    dash = Dashboard(table_size=4)
+    cfg = GRPOConfig(max_steps=5, output_dir=str(tmp_path / "a"), **KW)
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, cfg, callbacks=[dash, click_at(dash, 2)])
+    history = dash.train(loop)
+    assert [r["step"] for r in train_rows(history)] == [1, 2]
+    assert loop.stopped_at == 2 and dash.stopped_at == 2 and (tmp_path / "a" / "checkpoint-2").is_dir()
+    assert dash.progress.value == 2 and dash.progress.max == 5 and "stopped after step 2" in dash.status.value
+    assert dash.stop_button.disabled and dash.image.value[:4] == b"\x89PNG"
+    assert len(dash.table_rows) == 4 and dash.table_step == 2
+    assert {"prompt", "completion", "reward", "reward/char_reward"} <= set(dash.table_rows[0])
+    assert all(r["completion"].replace("<", "&lt;").replace(">", "&gt;") in dash.table.value for r in dash.table_rows
+               if "&" not in r["completion"])
+
+    resumed = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
+                       GRPOConfig(max_steps=5, output_dir=str(tmp_path / "b"), **KW))
+    straight = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOConfig(max_steps=5, **KW))
+    got = train_rows(resumed.train(resume_from_checkpoint=tmp_path / "a" / "checkpoint-2"))
+    want = train_rows(straight.train())
+    assert [r["step"] for r in got] == [1, 2, 3, 4, 5]
+    for g, w in zip(got[2:], want[2:]):
+        assert (g["loss"], g["reward/mean"]) == pytest.approx((w["loss"], w["reward/mean"]), **FP32)
+
+
+def test_stop_button_trl_checkpoint_resumes(tok, rows, tmp_path):
+    """The same dashboard on the TRL backend: stop clicked during step 1 of 3 ends the run after it,
+    with TRL's checkpoint-1 holding the rows; train() from it finishes steps 2 and 3."""
+    def build(out, dash=None):
+        extra = [dash, click_at(dash, 1)] if dash else []
+        return build_trl_grpo_trainer(build_model(tok, seed=0), tok, [char_reward], rows, preset="cpu",
+                                      output_dir=out, verbose=False, max_steps=3, callbacks=extra, **KW)
+
+    dash = Dashboard(table_size=3)
+    history = dash.train(build(tmp_path, dash))
+    assert [r["step"] for r in train_rows(history)] == [1] and (tmp_path / "checkpoint-1").is_dir()
+    assert dash.stopped_at == 1 and dash.max_steps == 3 and len(dash.table_rows) == 3
+    resumed = Dashboard()
+    trainer = build(tmp_path, None)
+    trainer.metrics_callback.sinks.append(resumed)  # as if built with callbacks=[resumed]
+    rows_after = resumed.train(trainer, resume_from_checkpoint=tmp_path / "checkpoint-1")
+    assert [r["step"] for r in train_rows(rows_after)] == [1, 2, 3] and resumed.stopped_at is None
+
+
+def test_sdpo_table_and_text_fallback(tok, rows, tmp_path, capsys, monkeypatch):
+    """Headless with ipywidgets missing: no widget, no error; the PNG is written and the text table,
+    printed every table_every steps, carries SDPO's teacher columns."""
+    monkeypatch.setattr(dashboard_module, "_widgets", lambda: None)
+    dash = Dashboard(png_path=tmp_path / "dash.png", table_every=2)
+    cfg = SDPOLoopConfig(max_steps=2, success_reward_threshold=0.5, **{**KW, "max_completion_length": 4})
+    dash.train(SDPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, cfg, callbacks=[dash]))
+    out = capsys.readouterr().out
+    assert dash.widget is None and (tmp_path / "dash.png").read_bytes()[:4] == b"\x89PNG"
+    assert "sampled completions, step 2" in out and "has_teacher" in out and "teacher_prompt" in out
+    assert "has_teacher" in html_table(dash.table_rows) and text_table([]) == "(no completions yet)"
+    assert dash.snapshot(tmp_path / "snap.png")[:4] == b"\x89PNG" and (tmp_path / "snap.png").stat().st_size > 0
+
+
+def test_in_a_kernel_one_widget_redrawn_in_place(tok, rows, monkeypatch):
+    """In a (stand-in) kernel: display() is called once, with the widget box; the image widget's PNG
+    changes as rows arrive; the plot does not display a picture of its own."""
+    shown = []
+    monkeypatch.setattr(plotting, "_in_notebook", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    dash = Dashboard(every=1)
+    pngs = []
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOConfig(max_steps=3, **KW),
+                    callbacks=[dash, lambda r: pngs.append(dash.image.value)])
+    dash.train(loop, background=False)
+    assert shown == [dash.widget] and dash.plot.in_notebook is False
+    assert len(set(pngs)) == 3 and "done" in dash.status.value
+
+
+def test_background_thread_stops_on_click(tok, rows, tmp_path):
+    """As in Jupyter: train() in a thread returns at once; a click from the caller's thread stops the
+    run after the step in progress, with its checkpoint; wait() gives the rows."""
+    dash = Dashboard()
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
+                    GRPOConfig(max_steps=200, output_dir=str(tmp_path), **KW), callbacks=[dash])
+    assert dash.train(loop, background=True) is None
+    dash.stop_button.click()
+    history = dash.wait()
+    last = train_rows(history)[-1]["step"] if train_rows(history) else 0
+    assert last < 200 and loop.stopped_at == last and (tmp_path / f"checkpoint-{last}").is_dir()
+
+
+def test_a_dashboard_not_among_the_callbacks_is_refused(tok, rows):
+    """A dashboard the trainer does not call would neither update nor stop it: said at once."""
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOConfig(max_steps=1, **KW))
+    with pytest.raises(ValueError, match="callbacks"):
+        Dashboard().train(loop)
+
+
+def test_numbers_are_unchanged_with_the_dashboard_and_a_tracker_on(tok, tmp_path):
+    """The dashboard, completions.jsonl and TensorBoard only read: the pinned run's numbers stand."""
+    pytest.importorskip("tensorboard")
+    dash = Dashboard()
+    got = unchanged_run(tok, output_dir=str(tmp_path), log_completions_every=1, report_to="tensorboard",
+                        callbacks=[dash])
+    for g, b in zip(got, BEFORE, strict=True):
+        assert g == pytest.approx(b, **FP32)
+    assert dash.table_rows
+
+
+def test_dashboard_callback_on_a_trainer_sdpo_kit_did_not_wire(tok, rows, tmp_path):
+    """DashboardCallback, for a trainer that only takes TrainerCallbacks: TRL's logs feed the plot
+    and progress (TRL's step), a click ends training after the optimizer step with a checkpoint."""
+    dash = Dashboard()
+
+    class Click(DashboardCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.global_step == 1:
+                dash.stop_button.click()
+            super().on_log(args, state, control, logs=logs, **kwargs)
+
+    trainer = build_trl_grpo_trainer(build_model(tok, seed=0), tok, [char_reward], rows, preset="cpu",
+                                     output_dir=tmp_path, verbose=False, max_steps=3, callbacks=[Click(dash)],
+                                     **KW)
+    trainer.train()
+    assert trainer.state.global_step == 1 and (tmp_path / "checkpoint-1").is_dir()
+    assert dash.max_steps == 3 and dash.plot.series("reward/mean")[0] == [1.0] and dash.stopped_at == 1
