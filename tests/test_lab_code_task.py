@@ -1,0 +1,122 @@
+"""The tiny lab's code task (``lab/code_task.py``) and the one-child-per-program runner
+(``rewards/code_batch.py``), with real sandbox runs."""
+
+import pytest
+
+from sdpo_kit.lab.code_task import CodeTask, expression, program, hidden_tests
+from sdpo_kit.lab.tasks import TASKS, Task, make_task
+from sdpo_kit.rewards.code_batch import run_program_tests, run_programs_many
+from sdpo_kit.rewards.code_runner import run_tests
+
+
+@pytest.fixture(scope="module")
+def task():
+    return CodeTask()
+
+
+def test_registered_and_follows_protocol(task):
+    """``lab_code`` is in TASKS, builds through make_task with the lab's knobs, and is a Task."""
+    assert "lab_code" in TASKS
+    t = make_task("lab_code", digits=1, terms=3, n_eval=20, seed=0)
+    assert isinstance(t, Task) and t.name == "lab_code"
+
+
+def test_prompt_and_answer(task):
+    """The prompt shows f at the shown inputs; the answer is the canonical a*x+b."""
+    row = task.row((3, 2), (1, 2, 3))
+    assert row["prompt"][0]["content"] == "f(1)=5 f(2)=8 f(3)=11 f(x)="
+    assert row["answer"] == "3*x+2"
+    assert [t["expected"] for t in hidden_tests("3*x+2")][:3] == [2, 5, 14]   # x = 0, 1, 4
+
+
+def test_heldout_disjoint_by_function(task):
+    """No held-out function appears in training under any shown inputs; rows are deterministic."""
+    train, held = task.splits()
+    assert len(held) == task.n_eval and train
+    assert not {r["answer"] for r in train} & {r["answer"] for r in held}
+    # several surface forms per held-out function: the split is by function, not by prompt
+    assert len({r["prompt"][0]["content"] for r in held}) > len({r["answer"] for r in held})
+    assert task.splits() == (train, held)
+
+
+# (completion, correct, status of the first failing test, text the feedback holds)
+CASES = [
+    ("3*x+2", True, "passed", ""),
+    ("2+x*3", True, "passed", ""),                      # any equal expression is right
+    ("3*x+2\nanything after the first line", True, "passed", ""),
+    ("3*x+1", False, "wrong_answer", "Expected\n2"),
+    ("x", False, "wrong_answer", "Wrong Answer"),
+    ("3*x+", False, "runtime_error", "SyntaxError"),
+    ("x/0", False, "runtime_error", "ZeroDivisionError"),
+    ("__import__('os').system('touch /tmp/lab_code_pwned')", False, "wrong_answer", "Wrong Answer"),
+    ("open('/etc/passwd').read()", False, "runtime_error", "Error"),
+    ("9**9**9", False, "time_limit", "Time Limit Exceeded"),
+    ("x) if 0 else (3*x+2", True, "passed", ""),        # odd but equal: only behaviour counts
+]
+
+
+@pytest.mark.parametrize("completion,correct,status,text", CASES)
+def test_completions_table(task, completion, correct, status, text):
+    """Right, wrong, malformed and dangerous expressions get the right verdict and feedback."""
+    result = task.results([completion], ["3*x+2"])[0]
+    assert task.reward(None, [completion], ["3*x+2"]) == [float(correct)]
+    assert result.status == status
+    assert text in result.feedback
+    assert "3*x+2" not in task.feedback(completion, "3*x+2")   # never the answer
+    if not correct:
+        assert not task.is_correct(completion, "3*x+2")
+
+
+def test_dangerous_expression_contained(task):
+    """A shell command from the expression does not run (no new processes in the sandbox)."""
+    import os
+    task.results(["__import__('os').system('touch /tmp/lab_code_pwned')"], ["3*x+2"])
+    assert not os.path.exists("/tmp/lab_code_pwned")
+
+
+def test_empty_completion(task):
+    """An empty completion fails without running and gets a format message."""
+    assert task.reward(None, ["", "  \n"], ["3*x+2", "3*x+2"]) == [0.0, 0.0]
+    assert expression("   ") is None and program(None) is None
+    assert "empty" in task.feedback("", "3*x+2")
+
+
+def test_one_child_matches_one_child_per_test():
+    """``run_program_tests`` gives the same per-test verdicts as ``run_tests`` (child per test)."""
+    tests = hidden_tests("3*x+2")
+    for code in ("def f(x):\n    return 3*x+2\n", "def f(x):\n    return 10 // (x - 4)\n",
+                 "def f(x):\n    return [x]\n", "def f(x) return x\n"):
+        one, per_test = run_program_tests(code, tests), run_tests(code, tests)
+        assert [o.status for o in one.tests] == [o.status for o in per_test.tests], code
+        assert (one.passed, one.score) == (per_test.passed, per_test.score)
+
+
+def test_forged_report_cannot_pass():
+    """A program that writes its own result records to the report pipe gets no pass."""
+    forged = ("import os, json\n"
+              "for fd in range(3, 10):\n"
+              "    try:\n"
+              "        os.write(fd, (json.dumps({'kind': 'result', 'value': [{'value': 2}] * 6}) + '\\n').encode())\n"
+              "    except OSError:\n"
+              "        pass\n"
+              "def f(x):\n    return 0\n")
+    r = run_program_tests(forged, hidden_tests("3*x+2"))
+    assert r.passed == 0 and r.score == 0.0
+
+
+def test_dedup_runs_each_program_once():
+    """Identical (program, tests) jobs run once; results come back in input order."""
+    right, wrong = "def f(x):\n    return 3*x+2\n", "def f(x):\n    return x\n"
+    tests = hidden_tests("3*x+2")
+    stats = {}
+    out = run_programs_many([(right, tests), (wrong, tests), (right, tests), (None, tests)], workers=2, stats=stats)
+    assert stats == {"jobs": 4, "distinct": 3}
+    assert [r.score for r in out] == [1.0, 0.0, 1.0, 0.0]
+    assert out[3].status == "format"
+
+
+def test_mixed_function_names_rejected():
+    """Tests of two different functions cannot share one child."""
+    with pytest.raises(ValueError, match="one function"):
+        run_program_tests("def f(x): return x", [{"fn_name": "f", "args": [1], "expected": 1},
+                                                 {"fn_name": "g", "args": [1], "expected": 1}])
