@@ -3,7 +3,7 @@
 
 import pytest
 
-from sdpo_kit.lab.code_task import CodeTask, expression, program, hidden_tests
+from sdpo_kit.lab.code_task import CodeTask, expression, hidden_tests, program
 from sdpo_kit.lab.tasks import TASKS, Task, make_task
 from sdpo_kit.rewards.code_batch import run_program_tests, run_programs_many
 from sdpo_kit.rewards.code_runner import run_tests
