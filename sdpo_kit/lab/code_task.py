@@ -23,7 +23,9 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from sdpo_kit.lab.tasks import HINT_TEMPLATE, TASKS, completion_text, greedy_accuracy
+import torch
+
+from sdpo_kit.lab.tasks import HINT_TEMPLATE, TASKS, completion_text
 from sdpo_kit.rewards.code_batch import run_programs_many
 
 FN_NAME = "f"
@@ -161,11 +163,21 @@ class CodeTask:
 
     def evaluate(self, model, tokenizer, rows: list[dict] | None = None, batch_size: int = 256,
                  max_new_tokens: int | None = None) -> float:
-        """Greedy accuracy of ``model`` on ``rows`` (default: the held-out split), in [0, 1]."""
-        rows = self.splits()[1] if rows is None else rows
-        return greedy_accuracy(self, model, tokenizer, rows, batch_size=batch_size,
-                               max_new_tokens=max_new_tokens or self.max_completion_tokens())
+        """Greedy accuracy of ``model`` on ``rows`` (default: the held-out split), in [0, 1]; the
+        same rule as ``is_correct``, each batch's programs scored together (deduplicated)."""
+        from sdpo_kit.core.sampling import generate_completions
 
+        rows = self.splits()[1] if rows is None else rows
+        if not rows:
+            raise ValueError("evaluate() got no rows")
+        scores = []
+        for i in range(0, len(rows), batch_size):
+            chunk = rows[i : i + batch_size]
+            with torch.no_grad():
+                texts = generate_completions(model, tokenizer, [r["prompt"] for r in chunk], do_sample=False,
+                                             max_new_tokens=max_new_tokens or self.max_completion_tokens())
+            scores += self.reward(None, texts, [r["answer"] for r in chunk])
+        return sum(scores) / len(rows)
 
 # registered here, not in tasks.py: tasks.py is below the rewards room (code_runner imports it),
 # so it cannot import this module; ``sdpo_kit.lab`` imports it, so the name is there with TASKS
