@@ -139,6 +139,25 @@ class CodeTask:
             return EMPTY_FEEDBACK
         return self.results([completion], [answer])[0].feedback
 
+    def feedback_many(self, completions, answers) -> list[str]:
+        """``feedback`` for many completions, their programs run as one deduplicated batch."""
+        results = self.results(completions, answers)
+        return [EMPTY_FEEDBACK if expression(c) is None else r.feedback for c, r in zip(completions, results)]
+
+    def near_miss(self, answer: str, rng: random.Random) -> str:
+        """A wrong expression of the answer's form (the skill dial's stand-in for a failed
+        attempt): the slope or the intercept off by one, or, half the time, any other value."""
+        m = ANSWER_RE.match(answer)
+        a, b = int(m.group(1)), int(m.group(2))
+        hi = 10**self.digits
+        while True:
+            if rng.random() < 0.5:
+                a2, b2 = (a + rng.choice((-1, 1)), b) if rng.random() < 0.5 else (a, b + rng.choice((-1, 1)))
+            else:
+                a2, b2 = (rng.randrange(1, hi), b) if rng.random() < 0.5 else (a, rng.randrange(hi))
+            if (a2, b2) != (a, b) and 1 <= a2 < hi and 0 <= b2 < hi:
+                return f"{a2}*x+{b2}"
+
     # --- warm start and evaluation ------------------------------------------------------
     def format_answer(self, answer: str) -> str:
         return answer
