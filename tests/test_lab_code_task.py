@@ -11,7 +11,7 @@ from sdpo_kit.rewards.code_runner import run_tests
 
 @pytest.fixture(scope="module")
 def task():
-    return CodeTask()
+    return CodeTask(timeout_s=0.5)   # the time-limit case runs four times
 
 
 def test_registered_and_follows_protocol(task):
@@ -135,13 +135,27 @@ def test_sft_rows_copy_hints(task):
     assert 100 < len(wrong) < 300   # about half carry another function's expression
 
 
+def test_context_rows_for_the_dial(task):
+    """The skill dial's teacher prompts work on lab_code: near misses are wrong expressions of the
+    answer's form, their feedback is the sandbox's, and every target is the right answer."""
+    import random
+
+    from sdpo_kit.lab.skill import context_rows
+    train, _ = task.splits()
+    rng = random.Random(0)
+    misses = [task.near_miss("3*x+2", rng) for _ in range(50)]
+    assert "3*x+2" not in misses and all(hidden_tests(m) for m in misses)
+    rows = context_rows(task, train[:30], seed=0, templates="compact", feedback_share=1.0)
+    assert all(r["completion"] == t["answer"] for r, t in zip(rows, train))
+    assert all("Wrong Answer" in r["prompt"][0]["content"] for r in rows)
+
+
 def test_warm_start_builds_and_evaluates(tmp_path, monkeypatch):
-    """A few-step warm start on lab_code (with the dial's context steps) builds, and evaluate
-    returns an accuracy in [0, 1]. The learning claim (non-zero accuracy) is measured, not tested."""
+    """A few-step warm start on lab_code builds, and evaluate returns an accuracy in [0, 1]. The
+    learning claim (non-zero held-out accuracy) is measured, not tested."""
     monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path))
     from sdpo_kit.lab.model import LabConfig, warm_start
-    cfg = LabConfig(task="lab_code", n_eval=8, sft_steps=3, context_steps=2, hidden_size=16,
-                    intermediate_size=32, sft_batch_size=4)
+    cfg = LabConfig(task="lab_code", n_eval=8, sft_steps=3, hidden_size=16, intermediate_size=32, sft_batch_size=4)
     model, tok = warm_start(cfg, verbose=False)
     acc = CodeTask(n_eval=8).evaluate(model, tok)
     assert 0.0 <= acc <= 1.0
