@@ -59,6 +59,7 @@ MEASURES = {
     "export": CORE + ["sdpo_kit/grpo", "sdpo_kit/deploy", "configs/demo.yaml"],
     "notebooks": CORE + ["sdpo_kit", "notebooks", "configs"],
     "code_reward": ["sdpo_kit/rewards", "benchmarks/_common.py"],
+    "code_lab": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_code_lab.yaml"],
     "fresh_clone": ["Makefile", ".ci/run", "pyproject.toml", "constraints.txt", "constraints-verl.txt",
                     "tests/conftest.py"],
 }

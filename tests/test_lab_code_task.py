@@ -159,3 +159,32 @@ def test_warm_start_builds_and_evaluates(tmp_path, monkeypatch):
     model, tok = warm_start(cfg, verbose=False)
     acc = CodeTask(n_eval=8).evaluate(model, tok)
     assert 0.0 <= acc <= 1.0
+
+
+def test_near_miss_feedback_matches_the_sandbox(task):
+    """The dial's near misses get, rendered in the parent, exactly the text the sandbox gives;
+    a string that is not of the form a*x+b is refused (model code is always run sandboxed)."""
+    import random
+
+    rng = random.Random(3)
+    train, _ = task.splits()
+    answers = [r["answer"] for r in train[:12]]
+    wrongs = [task.near_miss(a, rng) for a in answers]
+    assert task.near_miss_feedback(wrongs, answers) == task.feedback_many(wrongs, answers)
+    assert all("Wrong Answer" in f and "Expected" in f for f in task.near_miss_feedback(wrongs, answers))
+    with pytest.raises(ValueError, match="a\\*x\\+b"):
+        task.near_miss_feedback(["__import__('os')"], ["3*x+2"])
+
+
+def test_feedback_reward_uses_the_tasks_checker(task):
+    """``make_reward("feedback", task=lab_code)`` scores by running the programs: any expression
+    equal to f passes, a wrong one gets the tests' feedback (never the answer), an empty one the
+    empty-answer line."""
+    from sdpo_kit.lab.code_task import EMPTY_FEEDBACK
+    from sdpo_kit.rewards import make_reward
+
+    (fn,) = make_reward("feedback", task=task)
+    out = fn(None, ["2+x*3", "3*x+3", ""], answer=["3*x+2"] * 3)
+    assert [o["score"] for o in out] == [1.0, 0.0, 0.0]
+    assert out[0]["feedback"] == "" and out[2]["feedback"] == EMPTY_FEEDBACK
+    assert "Wrong Answer" in out[1]["feedback"] and "3*x+2" not in out[1]["feedback"]

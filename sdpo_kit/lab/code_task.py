@@ -19,6 +19,7 @@ the ```python fence (a bare expression: the tiny tokenizer's completions stay a 
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from dataclasses import dataclass, field
@@ -26,7 +27,10 @@ from dataclasses import dataclass, field
 import torch
 
 from sdpo_kit.lab.tasks import HINT_TEMPLATE, TASKS, completion_text
-from sdpo_kit.rewards.code_batch import run_programs_many
+
+# The code reward's sandbox (sdpo_kit.rewards) is imported inside the methods that run it: the
+# rewards room imports lab.tasks, and ``sdpo_kit.lab`` imports this module to register the task,
+# so a module-level import here would be an import cycle.
 
 FN_NAME = "f"
 TEST_INPUTS = (0, 1, 4, 7, 10, 13)   # the hidden tests: inside and beyond the shown range
@@ -122,6 +126,8 @@ class CodeTask:
     # --- scoring ------------------------------------------------------------------------
     def results(self, completions, answers, stats: dict | None = None) -> list:
         """One ``CodeResult`` per completion (one sandboxed child per distinct program)."""
+        from sdpo_kit.rewards.code_batch import run_programs_many
+
         jobs = [(program(expression(c)), hidden_tests(a)) for c, a in zip(completions, answers)]
         return run_programs_many(jobs, workers=self.workers, stats=stats, timeout_s=self.timeout_s)
 
@@ -143,6 +149,34 @@ class CodeTask:
         """``feedback`` for many completions, their programs run as one deduplicated batch."""
         results = self.results(completions, answers)
         return [EMPTY_FEEDBACK if expression(c) is None else r.feedback for c, r in zip(completions, results)]
+
+    def scored(self, completions, answers) -> list[dict]:
+        """``{"score", "feedback"}`` per completion, the programs run as one deduplicated batch: the
+        ``feedback`` reward's rows when the task is ``lab_code`` (SDPO's teacher reads the text)."""
+        results = self.results(completions, answers)
+        return [{"score": r.score, "feedback": EMPTY_FEEDBACK if expression(c) is None else r.feedback}
+                for c, r in zip(completions, results)]
+
+    def near_miss_feedback(self, wrongs: list[str], answers: list[str]) -> list[str]:
+        """The sandbox's feedback on expressions of the form ``a*x+b`` (``near_miss``'s, which the
+        skill dial writes by the thousand), rendered here: their values are known without running
+        them. The same text as ``feedback_many`` (tested); model-written code always runs sandboxed."""
+        from sdpo_kit.rewards.code_feedback import render_feedback
+        from sdpo_kit.rewards.code_runner import TestOutcome
+
+        out = []
+        for wrong, answer in zip(wrongs, answers):
+            m = ANSWER_RE.match(wrong)
+            if m is None:
+                raise ValueError(f"near_miss_feedback takes expressions a*x+b, got {wrong!r}")
+            a, b = int(m.group(1)), int(m.group(2))
+            outcomes = []
+            for i, t in enumerate(hidden_tests(answer)):
+                value = a * t["args"][0] + b
+                outcomes.append(TestOutcome(i, "passed" if value == t["expected"] else "wrong_answer", t["args"],
+                                            json.dumps(t["expected"]), output=json.dumps(value)))
+            out.append(render_feedback(outcomes))
+        return out
 
     def near_miss(self, answer: str, rng: random.Random) -> str:
         """A wrong expression of the answer's form (the skill dial's stand-in for a failed

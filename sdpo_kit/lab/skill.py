@@ -79,7 +79,9 @@ def context_rows(task, rows: list[dict], *, seed: int = 0, templates: str = "trl
         drafts.append((r, kind, wrong))
     # the checker's words on each near miss: in one batch where the task scores batches (lab_code's sandbox)
     asked = [(wrong, r["answer"]) for r, _, wrong in drafts if wrong is not None]
-    if hasattr(task, "feedback_many"):
+    if hasattr(task, "near_miss_feedback"):   # lab_code: the near misses' values are known, no sandbox needed
+        said = iter(task.near_miss_feedback([w for w, _ in asked], [a for _, a in asked]))
+    elif hasattr(task, "feedback_many"):
         said = iter(task.feedback_many([w for w, _ in asked], [a for _, a in asked]))
     else:
         said = iter([task.feedback(w, a) for w, a in asked])
