@@ -13,7 +13,8 @@ Part 1, per dial: ``sdpo.teacher_quality`` of the warm start on the held-out fun
 accuracy; the teacher with a sibling's right expression; with the tests' feedback on its own
 wrong attempt; token wins), and one feedback text and teacher prompt as the trainer builds them.
 
-Part 2, at each dial, per method and seed: a scratch-backend run from that warm start, held-out
+Part 2, at the top dial (every dial with ``--runs-at-every-dial``), per method and seed: a
+scratch-backend run from that warm start, held-out
 greedy accuracy every ``eval_every`` steps. Methods: ``grpo``; ``sdpo`` (successful siblings only);
 ``sdpo_feedback`` (and the tests' feedback, TRL's placement). Every method gets the same warm start,
 prompts, group size, completion budget, steps and the config's learning rate (3e-4, the skill lab's;
@@ -133,6 +134,7 @@ def main():
     ap.add_argument("--dial", type=int, nargs="+", default=DIALS, help="context SFT steps of the warm start")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--steps", type=int, default=None, help=f"training steps (default: {CONFIG}'s max_steps)")
+    ap.add_argument("--runs-at-every-dial", action="store_true", help="training runs at every --dial (default: the top)")
     ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each")
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/code_lab.json)")
     args = ap.parse_args()
@@ -141,14 +143,15 @@ def main():
     steps = args.steps or method_config("grpo", 0)["trainer"]["max_steps"]
 
     teacher = {str(d): teacher_part(d) for d in args.dial}
-    runs = run_all([(m, d, s, steps) for d in args.dial for m in args.methods for s in args.seeds], args.jobs)
+    run_dials = sorted(args.dial) if args.runs_at_every_dial else [max(args.dial)]
+    runs = run_all([(m, d, s, steps) for d in run_dials for m in args.methods for s in args.seeds], args.jobs)
 
     print(f"\nmachine: {machine()}\n")
     print(table(["dial", "plain", "teacher + sibling", "teacher + feedback", "token win demo", "token win feedback"],
                 [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["token_win_demo"], q["token_win_feedback"]]
                  for d, q in teacher.items()]))
     rows = []
-    for d in args.dial:
+    for d in run_dials:
         for m in args.methods:
             mine = [r for r in runs if r["dial"] == d and r["method"] == m]
             rows.append([d, m, median([r["start_acc"] for r in mine]), median([r["final_acc"] for r in mine]),
@@ -156,9 +159,10 @@ def main():
     print(table(["dial", "method", "start", "final (median)", "per seed"], rows))
     summary = {"teacher": teacher,
                "final_median": {f"{d}/{m}": row[3] for (d, m), row in
-                                zip([(d, m) for d in args.dial for m in args.methods], rows)}}
+                                zip([(d, m) for d in run_dials for m in args.methods], rows)}}
     name = Path(args.out).stem if args.out else "code_lab"
-    write_results(name, config={"seeds": args.seeds, "dials": args.dial, "methods": args.methods, "steps": steps,
+    write_results(name, config={"seeds": args.seeds, "dials": args.dial, "run_dials": run_dials, "methods": args.methods,
+                                "steps": steps,
                                 "base": CONFIG, "jobs": args.jobs}, runs=runs, summary=summary)
 
 

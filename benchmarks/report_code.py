@@ -45,7 +45,7 @@ def code_lab(res: dict) -> str:
         [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["token_win_demo"], q["token_win_feedback"]]
          for d, q in s["teacher"].items()])
     rows = []
-    for d in cfg["dials"]:
+    for d in cfg["run_dials"]:
         for m in cfg["methods"]:
             mine = [r for r in res["runs"] if r["dial"] == d and r["method"] == m]
             rows.append([d, m, statistics.median(r["start_acc"] for r in mine),
