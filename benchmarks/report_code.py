@@ -34,7 +34,17 @@ def code_reward(res: dict) -> str:
         f"time (issue 18's goal: 50 on 2 cores). One looping program delays the pool's trivial batch by "
         f"**{s['loop_delay_s_pool']:.2f} s**; its own wall-clock limit is {s['loop_wall_limit_s']:.1f} s (the time "
         f"limit plus the interpreter's start)." + (f" Isolation on the machine: {held}." if held else ""), "",
-        provenance(res)])
+        *lab_step(s), provenance(res)])
+
+
+def lab_step(s: dict) -> list[str]:
+    """The lab_code training step's scoring, three ways (absent from older results files)."""
+    if "lab_step_child_per_test_s" not in s:
+        return []
+    return [f"One lab_code training step ({int(s['lab_step_jobs'])} completions, {int(s['lab_step_distinct'])} "
+            f"distinct programs, six tests each): **{s['lab_step_child_per_distinct_program_s']:.2f} s** with one child "
+            f"per distinct program, {s['lab_step_child_per_program_s']:.2f} s with one child per program, "
+            f"{s['lab_step_child_per_test_s']:.2f} s with one child per test.", ""]
 
 
 def code_lab(res: dict) -> str:
