@@ -25,12 +25,13 @@ example = load_example()
 
 
 def test_cpu_path_shows_the_feedback_and_trains(tmp_path, capsys):
-    """Two SDPO steps on the tiny-lab code task from a small warm start: the example printed a
-    "Wrong Answer" feedback from the sandbox and a teacher prompt that contains it, every step and
-    the before/after evals are in metrics.jsonl, and the run ends with the before -> after line."""
+    """Two SDPO steps on the tiny-lab code task from a small warm start (test_code_lab_e2e.py's, so CI
+    trains it once): the example printed a "Wrong Answer" feedback from the sandbox and a teacher
+    prompt that contains it, every step and the before/after evals are in metrics.jsonl, and the
+    run ends with the before -> after line."""
     out = tmp_path / "run"
     summary = example.main(["--device", "cpu", "--steps", "2", "--output-dir", str(out),
-                            "--set", "model.lab.sft_steps=30", "--set", "model.lab.context_steps=10",
+                            "--set", "model.lab.sft_steps=40", "--set", "model.lab.context_steps=20",
                             "--set", "task.n_eval=8", "--set", "trainer.prompts_per_step=4",
                             "--set", "trainer.num_generations=4", "--set", "trainer.eval_every=2"])
     printed = capsys.readouterr().out
