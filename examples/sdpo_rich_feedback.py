@@ -14,13 +14,14 @@ when no sibling in its group got it right.
   It prints one held-out prompt, a wrong attempt, the feedback the reward returns for it and the
   teacher prompt SDPO builds, then trains through ``sdpo_kit.cli.train`` (the warm start, cached in
   SDPO_KIT_CACHE after the first run, then 100 SDPO steps: minutes on a CPU, not benchmarked here).
-* cuda: a small coder model (default Qwen/Qwen2.5-Coder-0.5B-Instruct; 1.5B fits a T4 too) loaded
+* cuda: a small coder model (default Qwen/Qwen2.5-Coder-0.5B-Instruct; the 1.5B is the next size) loaded
   by ``models.load_policy`` (Unsloth in 4-bit with LoRA when installed, else transformers + PEFT),
   the 40 shipped code problems (``rewards.load_code_problems``: the reward sees half of each
   problem's tests, the evaluation all of them), the ``code`` reward and our TRL SDPOTrainer with
   the T4 preset (fp16, gradient checkpointing). Held-out pass rate before and after: one greedy
-  completion per problem against every test. Needs the model in the local hub cache or on the
-  network; the time per step is not measured here (a T4 generates 8 x 512 tokens a step).
+  completion per problem against every test. It prints ``models.preflight``'s memory estimate
+  first. Needs the model in the local hub cache or on the network; neither the time per step nor
+  the peak memory on a T4 is measured here (a step generates 8 x up to 512 tokens).
 
 Both paths write OUTPUT_DIR/metrics.jsonl and end with ``held-out ...: before X -> after Y``.
 Left out on purpose: the scratch backend on CUDA and vLLM generation (``preset: t4_vllm`` does it).
@@ -96,7 +97,7 @@ def cpu_run(args) -> dict:
     overrides = parse_overrides(args.set)
     if args.steps is not None:
         overrides["trainer.max_steps"] = args.steps
-    overrides["output_dir"] = args.output_dir or "runs/example_rich_feedback_cpu"
+    overrides["output_dir"] = args.output_dir or overrides.get("output_dir", "runs/example_rich_feedback_cpu")
     try:
         cfg = load_config(CPU_CONFIG, overrides)
     except ConfigError as e:
@@ -111,8 +112,8 @@ def cpu_run(args) -> dict:
 def gpu_training_args(output_dir: str, steps: int = GPU_STEPS, overrides: dict | None = None):
     """The ``TRLSDPOConfig`` the CUDA path trains with: the T4 preset (fp16, gradient checkpointing),
     the tests' feedback in the teacher prompt, 2 prompts x 4 completions of up to 512 tokens a step
-    in micro-batches of 2 (LoRA on a 0.5B / 1.5B model fits a T4's 15 GB). ``overrides``:
-    ``trainer.<field>`` keys from ``--set``."""
+    in micro-batches of 2 (sized for a T4's 15 GB with LoRA; ``gpu_run`` prints the estimate).
+    ``overrides``: ``trainer.<field>`` keys from ``--set``."""
     from sdpo_kit.sdpo.trl import TRLSDPOConfig
 
     knobs = dict(max_steps=steps, prompts_per_step=2, num_generations=4, max_completion_length=512,
@@ -152,11 +153,14 @@ def gpu_run(args) -> dict:
     the held-out pass rate at step 0 and at the end. Returns before, after, history, output_dir."""
     from sdpo_kit.cli import ProgressPrinter
     from sdpo_kit.core.trl_base import train_trl
-    from sdpo_kit.models import load_policy  # before sdpo.trl: Unsloth patches TRL on import
+    from sdpo_kit.models import load_policy, preflight  # load_policy before sdpo.trl: Unsloth patches TRL
     from sdpo_kit.rewards import load_code_problems, make_reward
 
     config = gpu_training_args(args.output_dir or "runs/example_rich_feedback_gpu", args.steps or GPU_STEPS,
                                parse_overrides(args.set))
+    print("preflight: " + preflight(args.model, completions=config.prompts_per_step * config.num_generations,
+                                    completion_len=config.max_completion_length, prompt_len=512, teacher=True,
+                                    lora=True, mixed_precision="fp16"), flush=True)
     model, tokenizer = load_policy(args.model, lora=True, max_seq_length=2048)
     from sdpo_kit.sdpo.trl import build_sdpo_from_config
 
@@ -182,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: cuda when torch sees a GPU, else cpu (the tiny-lab code task)")
     p.add_argument("--steps", type=int, help=f"training steps (cpu: the config's 100; cuda: {GPU_STEPS})")
     p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="cuda path: a hub id or local folder (Qwen/Qwen2.5-Coder-1.5B-Instruct fits a T4 too)")
+                   help="cuda path: a hub id or local folder (or Qwen/Qwen2.5-Coder-1.5B-Instruct, the next size)")
     p.add_argument("--output-dir", help="where metrics.jsonl and the model go")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set trainer.eval_every=10 (repeatable; cuda: trainer.* only)")
