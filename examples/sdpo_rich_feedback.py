@@ -33,24 +33,12 @@ import argparse
 import random
 from pathlib import Path
 
-import yaml
+from sdpo_kit.cli import parse_set
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_CONFIG = ROOT / "configs" / "sdpo_code_lab.yaml"
 DEFAULT_MODEL = "Qwen/Qwen2.5-Coder-0.5B-Instruct"
 GPU_STEPS = 40
-
-
-def parse_overrides(items) -> dict:
-    """``--set section.key=value`` pairs as ``load_config`` overrides (values read as YAML), the
-    syntax of ``sdpo-kit train --set``."""
-    out = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"--set expects section.key=value, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
-    return out
 
 
 def resolve_device(device: str) -> str:
@@ -94,7 +82,7 @@ def cpu_run(args) -> dict:
     from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.registry import load_config
 
-    overrides = parse_overrides(args.set)
+    overrides = parse_set(args.set)
     if args.steps is not None:
         overrides["trainer.max_steps"] = args.steps
     overrides["output_dir"] = args.output_dir or overrides.get("output_dir", "runs/example_rich_feedback_cpu")
@@ -137,7 +125,7 @@ def pass_rate(model, tokenizer, rows, batch_size: int = 8, max_new_tokens: int =
     import torch
 
     from sdpo_kit.core.sampling import generate_completions
-    from sdpo_kit.rewards.code_runner import score_completions
+    from sdpo_kit.rewards import score_completions
 
     texts = []
     for i in range(0, len(rows), batch_size):
@@ -157,7 +145,7 @@ def gpu_run(args) -> dict:
     from sdpo_kit.rewards import load_code_problems, make_reward
 
     config = gpu_training_args(args.output_dir or "runs/example_rich_feedback_gpu", args.steps or GPU_STEPS,
-                               parse_overrides(args.set))
+                               parse_set(args.set))
     print("preflight: " + preflight(args.model, completions=config.prompts_per_step * config.num_generations,
                                     completion_len=config.max_completion_length, prompt_len=512, teacher=True,
                                     lora=True, mixed_precision="fp16"), flush=True)
