@@ -35,7 +35,7 @@ from _common import machine, median, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 
 CONFIG = "configs/sdpo_code_lab.yaml"
-DIALS = [0, 300]        # context SFT steps: none, and the config's
+DIALS = [0, 1000]       # context SFT steps: none, and the config's
 METHODS = ("grpo", "sdpo", "sdpo_feedback")
 
 
