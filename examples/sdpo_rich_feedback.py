@@ -23,7 +23,7 @@ when no sibling in its group got it right.
   first. Needs the model in the local hub cache or on the network; neither the time per step nor
   the peak memory on a T4 is measured here (a step generates 8 x up to 512 tokens).
 
-Both paths write OUTPUT_DIR/metrics.jsonl and end with ``held-out ...: before X -> after Y``.
+Both paths write OUTPUT_DIR/metrics.jsonl and end with ``... before X -> after Y``.
 Left out on purpose: the scratch backend on CUDA and vLLM generation (``preset: t4_vllm`` does it).
 """
 
@@ -138,7 +138,8 @@ def pass_rate(model, tokenizer, rows, batch_size: int = 8, max_new_tokens: int =
 
 def gpu_run(args) -> dict:
     """A small coder model on the shipped code problems with our TRL SDPOTrainer (``gpu_training_args``);
-    the held-out pass rate at step 0 and at the end. Returns before, after, history, output_dir."""
+    the pass rate on every test (the reward sees half of them) at step 0 and at the end. Returns before,
+    after, history, output_dir."""
     from sdpo_kit.cli import ProgressPrinter
     from sdpo_kit.core.trl_base import train_trl
     from sdpo_kit.models import load_policy, preflight  # load_policy before sdpo.trl: Unsloth patches TRL
@@ -146,10 +147,14 @@ def gpu_run(args) -> dict:
 
     config = gpu_training_args(args.output_dir or "runs/example_rich_feedback_gpu", args.steps or GPU_STEPS,
                                parse_set(args.set))
+    # the teacher's input is its prompt (up to max_reprompt_len) plus the completion: the longest sequence
+    longest = config.max_reprompt_len + config.max_completion_length
     print("preflight: " + preflight(args.model, completions=config.prompts_per_step * config.num_generations,
-                                    completion_len=config.max_completion_length, prompt_len=512, teacher=True,
-                                    lora=True, mixed_precision="fp16"), flush=True)
-    model, tokenizer = load_policy(args.model, lora=True, max_seq_length=2048)
+                                    completion_len=config.max_completion_length, prompt_len=config.max_reprompt_len,
+                                    teacher=True, lora=True, mixed_precision="fp16"), flush=True)
+    # fp16 weights to match the T4 preset's fp16 training on any GPU (load_policy's default is bf16 from
+    # compute capability 8.0, which a trainer set to fp16 may refuse)
+    model, tokenizer = load_policy(args.model, lora=True, max_seq_length=longest, dtype="fp16")
     from sdpo_kit.sdpo.trl import build_sdpo_from_config
 
     train_rows, eval_rows = load_code_problems(split="train"), load_code_problems(split="eval")
@@ -163,7 +168,8 @@ def gpu_run(args) -> dict:
     history = train_trl(trainer, None)
     accs = [r["eval/accuracy"] for r in history if r.get("eval/accuracy") is not None]
     before, after = accs[0], accs[-1]
-    print(f"held-out pass rate (greedy, every test): before {before:.3f} -> after {after:.3f} "
+    print(f"pass rate on every test (the reward saw half; the problems are the training ones), greedy: "
+          f"before {before:.3f} -> after {after:.3f} "
           f"({after - before:+.3f})", flush=True)
     return {"before": before, "after": after, "history": history, "output_dir": config.output_dir}
 

@@ -1,6 +1,6 @@
 """GPU check, ``examples/sdpo_rich_feedback.py``'s CUDA path: a small coder model, the shipped code
 problems, the ``code`` reward's feedback in our TRL SDPOTrainer's teacher prompts, two steps with the
-T4 preset, held-out pass rate before and after.
+T4 preset, the pass rate on every test before and after.
 
 Skipped without CUDA, without trl, and without a coder model on this machine: the one named by
 ``$SDPO_KIT_CODER_MODEL`` (a hub id or a local folder), else Qwen/Qwen2.5-Coder-0.5B-Instruct when
