@@ -58,7 +58,8 @@ MEASURES = {
     "ppo": CORE + ["sdpo_kit/ppo", "configs/teacher_student_ppo.yaml"],
     "export": CORE + ["sdpo_kit/grpo", "sdpo_kit/deploy", "configs/demo.yaml"],
     "notebooks": CORE + ["sdpo_kit", "notebooks", "configs"],
-    "code_reward": ["sdpo_kit/rewards", "benchmarks/_common.py"],
+    "code_reward": ["sdpo_kit/rewards", "sdpo_kit/lab/code_task.py", "benchmarks/_common.py"],
+    "code_lab": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_code_lab.yaml"],
     "fresh_clone": ["Makefile", ".ci/run", "pyproject.toml", "constraints.txt", "constraints-verl.txt",
                     "tests/conftest.py"],
 }

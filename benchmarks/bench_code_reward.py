@@ -15,6 +15,12 @@ and with one worker (one program at a time), ``--repeats`` times (the median is 
                plus ``sandbox.STARTUP_S`` for the interpreter's start (issue 18's goal: no
                timing-out program delays the others by more than its own timeout)
 
+And one lab training step's scoring (``lab_code``, ``sdpo_kit/lab/code_task.py``): 128 completions,
+16 training functions x 8, each group drawn from five expressions (right, off by one in the slope or
+the intercept, a syntax slip, right again), six call tests each, scored three ways: one child per
+test (``run_tests_many``), one child per program (``code_batch.run_program_tests`` on the pool) and
+one child per distinct program (``run_programs_many``, what the task does).
+
 Writes ``benchmarks/results/code_reward.json`` (``--quick``: a few programs, one repeat, printed
 only). The isolation the sandbox achieved on the machine goes into the results' config.
 """
@@ -49,6 +55,47 @@ def measure(jobs: list, workers: int, timeout_s: float) -> dict:
             "statuses": sorted({r.status for r in results})}
 
 
+def lab_step_jobs(seed: int = 0) -> list:
+    """The (program, tests) pairs of one lab_code step's 128 completions (see the module docstring)."""
+    import random
+
+    from sdpo_kit.lab.code_task import CodeTask, expression, hidden_tests, program
+
+    rng = random.Random(seed)
+    rows = rng.sample(CodeTask().splits()[0], 16)
+    jobs = []
+    for r in rows:
+        a, b = map(int, r["answer"].replace("x+", "").split("*"))
+        variants = [r["answer"], f"{a}*x+{b + 1}", f"{a + 1}*x+{b}", f"{a}*x+", r["answer"]]
+        jobs += [(program(expression(rng.choice(variants))), hidden_tests(r["answer"])) for _ in range(8)]
+    return jobs
+
+
+def measure_lab_step(workers: int) -> dict:
+    """Seconds to score one lab step's jobs three ways; the verdicts must agree."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sdpo_kit.rewards.code_batch import run_program_tests, run_programs_many
+    from sdpo_kit.rewards.code_runner import run_tests_many
+
+    jobs = lab_step_jobs()
+    out, scores = {"jobs": len(jobs)}, {}
+    t0 = time.perf_counter()
+    scores["per_test"] = [r.score for r in run_tests_many(jobs, workers=workers)]
+    out["child_per_test_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        scores["per_program"] = [r.score for r in pool.map(lambda j: run_program_tests(*j), jobs)]
+    out["child_per_program_s"] = time.perf_counter() - t0
+    stats = {}
+    t0 = time.perf_counter()
+    scores["distinct"] = [r.score for r in run_programs_many(jobs, workers=workers, stats=stats)]
+    out["child_per_distinct_program_s"] = time.perf_counter() - t0
+    if not scores["per_test"] == scores["per_program"] == scores["distinct"]:
+        raise SystemExit("the three ways of scoring the lab step disagree")
+    return {**out, "distinct": stats["distinct"]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--programs", type=int, default=50)
@@ -72,6 +119,13 @@ def main():
                 print(f"{kind:8s} {mode:14s} {m['test_runs']:4d} runs {m['seconds']:7.2f} s "
                       f"{m['runs_per_s']:7.1f} runs/s  {m['statuses']}", flush=True)
 
+    for repeat in range(args.repeats):
+        m = measure_lab_step(args.workers)
+        runs.append({"batch": "lab_step", "mode": "pool", "workers": args.workers, "repeat": repeat, **m})
+        print(f"lab step ({m['jobs']} completions, {m['distinct']} distinct): per test {m['child_per_test_s']:.2f} s, "
+              f"per program {m['child_per_program_s']:.2f} s, per distinct program "
+              f"{m['child_per_distinct_program_s']:.2f} s", flush=True)
+
     def med(kind, mode, key):
         return median([r[key] for r in runs if r["batch"] == kind and r["mode"] == mode])
 
@@ -80,6 +134,8 @@ def main():
                for key in ("runs_per_s", "seconds")}
     summary["trivial_speedup"] = summary["trivial_runs_per_s_pool"] / summary["trivial_runs_per_s_one_at_a_time"]
     summary["loop_delay_s_pool"] = summary["mixed_seconds_pool"] - summary["trivial_seconds_pool"]
+    for key in ("child_per_test_s", "child_per_program_s", "child_per_distinct_program_s", "distinct", "jobs"):
+        summary[f"lab_step_{key}"] = med("lab_step", "pool", key)
     summary["timeout_s"] = args.timeout
     summary["loop_wall_limit_s"] = args.timeout + STARTUP_S
     print(f"\nmachine: {machine()}\n")

@@ -107,8 +107,12 @@ def dial_values(raw: list[str] | None) -> list[int]:
     return out
 
 
-def run(method: str, dial: int, seed: int, steps: int, lr: float) -> dict:
-    """One training run; its held-out accuracy by step."""
+def train_run(method: str, dial: int, seed: int, steps: int, lr: float,
+              config_path: str = "benchmarks/bench_sdpo_lab.py") -> tuple[dict, float]:
+    """``sdpo_kit.cli.train`` on ``method``'s config from the warm start at dial setting ``dial``
+    (``model.lab.context_steps``), with ``seed``, ``steps`` and ``lr``, in a temporary output folder
+    (``config_path`` names the caller in the run's log line). Returns the summary (the trained model
+    included) and the run's wall time in seconds."""
     from sdpo_kit.cli import train
     from sdpo_kit.registry import config_from_dict
 
@@ -118,8 +122,14 @@ def run(method: str, dial: int, seed: int, steps: int, lr: float) -> dict:
         t0 = time.perf_counter()
         s = train(config_from_dict(data, {"trainer.seed": seed, "trainer.max_steps": steps,
                                           "trainer.learning_rate": lr, "output_dir": out}),
-                  config_path="benchmarks/bench_sdpo_lab.py")
+                  config_path=config_path)
         wall = time.perf_counter() - t0
+    return s, wall
+
+
+def run(method: str, dial: int, seed: int, steps: int, lr: float) -> dict:
+    """One training run; its held-out accuracy by step."""
+    s, wall = train_run(method, dial, seed, steps, lr)
     acc = [[r["step"], r["eval/accuracy"]] for r in s["history"] if r.get("eval/accuracy") is not None]
     norms = [[r["step"], round(r["sdpo/update_norm"], 6)] for r in s["history"] if "sdpo/update_norm" in r]
     return {"method": method, "dial": dial, "seed": seed, "lr": lr, "steps": steps, "start_acc": s["before"],

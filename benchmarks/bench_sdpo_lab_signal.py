@@ -23,12 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import tempfile
-import time
 from pathlib import Path
 
 from _common import RESULTS, machine, median, table, write_results
-from bench_sdpo_lab import dial_values, method_config, warm_start_for
+from bench_sdpo_lab import dial_values, method_config, train_run, warm_start_for
 
 
 def carries(operands: list[int]) -> int:
@@ -80,9 +78,6 @@ def tuned_lr() -> float:
 
 
 def measure(dial: int, seeds: list[int], steps: int, lr: float, samples: int, train_rows: int) -> list[dict]:
-    from sdpo_kit.cli import train
-    from sdpo_kit.registry import config_from_dict
-
     model, tok, task, cfg = warm_start_for(dial)
     train_split, heldout = task.splits()
     sets = {"heldout": heldout, "train": train_split[:train_rows]}
@@ -91,14 +86,8 @@ def measure(dial: int, seeds: list[int], steps: int, lr: float, samples: int, tr
     out = [{"dial": dial, "seed": None, "stage": "warm start", "split": name, **signal(model, tok, task, rows, **kw)}
            for name, rows in sets.items()]
     for seed in seeds:
-        data = method_config("grpo")
-        data["model"]["lab"] = {**data["model"]["lab"], "context_steps": dial}
-        with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            s = train(config_from_dict(data, {"trainer.seed": seed, "trainer.max_steps": steps,
-                                              "trainer.learning_rate": lr, "output_dir": tmp}),
-                      config_path="benchmarks/bench_sdpo_lab_signal.py")
-            wall = round(time.perf_counter() - t0, 1)
+        s, wall = train_run("grpo", dial, seed, steps, lr, config_path="benchmarks/bench_sdpo_lab_signal.py")
+        wall = round(wall, 1)
         rewards = [r["reward/mean"] for r in s["history"] if "reward/mean" in r]
         k = max(1, len(rewards) // 4)
         for name, rows in sets.items():

@@ -2,13 +2,15 @@
 sandbox, a pool of workers against one program at a time, and what one looping program costs.
 
     code_reward(results) -> str        the README / docs block ``<!-- report:code-reward -->``
+    code_lab(results) -> str           ``<!-- report:code-lab -->``: what the tiny model learns from code
+                                       feedback (``bench_code_lab.py``: teacher per dial, GRPO vs SDPO)
 """
 
 from __future__ import annotations
 
 import statistics
 
-from report_format import md_table, provenance
+from report_format import fmt, md_table, provenance
 
 BATCHES = {"trivial": "trivial (add one)", "timeout": "loops until the time limit", "mixed": "trivial + one loop"}
 
@@ -32,4 +34,40 @@ def code_reward(res: dict) -> str:
         f"time (issue 18's goal: 50 on 2 cores). One looping program delays the pool's trivial batch by "
         f"**{s['loop_delay_s_pool']:.2f} s**; its own wall-clock limit is {s['loop_wall_limit_s']:.1f} s (the time "
         f"limit plus the interpreter's start)." + (f" Isolation on the machine: {held}." if held else ""), "",
-        provenance(res)])
+        *lab_step(s), provenance(res)])
+
+
+def lab_step(s: dict) -> list[str]:
+    """The lab_code training step's scoring, three ways (absent from older results files)."""
+    if "lab_step_child_per_test_s" not in s:
+        return []
+    return [f"One lab_code training step ({int(s['lab_step_jobs'])} completions, {int(s['lab_step_distinct'])} "
+            f"distinct programs, six tests each): **{s['lab_step_child_per_distinct_program_s']:.2f} s** with one child "
+            f"per distinct program, {s['lab_step_child_per_program_s']:.2f} s with one child per program, "
+            f"{s['lab_step_child_per_test_s']:.2f} s with one child per test.", ""]
+
+
+def code_lab(res: dict) -> str:
+    s, cfg = res["summary"], res["config"]
+    teacher = md_table(
+        ["dial (context steps)", "plain", "teacher + sibling's answer", "teacher + tests' feedback",
+         "token win, sibling", "token win, feedback"],
+        [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["token_win_demo"], q["token_win_feedback"]]
+         for d, q in s["teacher"].items()])
+    rows = []
+    for d in cfg["run_dials"]:
+        for m in cfg["methods"]:
+            mine = [r for r in res["runs"] if r["dial"] == d and r["method"] == m]
+            rows.append([d, m, statistics.median(r["start_acc"] for r in mine),
+                         statistics.median(r["final_acc"] for r in mine), fmt([r["final_acc"] for r in mine])])
+    runs = md_table(["dial", "method", "start (median)", f"after {cfg['steps']} steps (median)", "per seed"], rows)
+    top = str(max(cfg["dials"]))
+    ex = s["teacher"][top].get("example")
+    example = [] if ex is None else [
+        f"A wrong attempt at dial {top} (`f(x)={ex['attempt']}` on `{ex['prompt']}`), the feedback the sandbox "
+        "returns, and the teacher prompt SDPO builds from it:", "", "```text", ex["teacher_prompt"], "```", ""]
+    return "\n".join([
+        "Held-out greedy accuracy (functions never trained on) of the warm start, and its teacher reprompted:", "",
+        teacher, "", *example,
+        f"Training from each warm start, seeds {', '.join(map(str, cfg['seeds']))}, every method at the config's "
+        f"learning rate (none tuned here):", "", runs, "", provenance(res)])

@@ -7,6 +7,8 @@ GRPO per dial, and how soon each method reaches GRPO's final accuracy at the top
     sdpo_lab_signal / sdpo_lab_discovery / sdpo_lab_ablations(results) -> str
                                        the blocks ``sdpo-lab-signal*`` (bench_sdpo_lab_signal.py),
                                        ``sdpo-lab-discovery`` (goal 3 per dial) and ``sdpo-lab-ablations``
+    sdpo_lab_stability(results) -> str  ``sdpo-lab-stability``: each teacher over a run three times the
+                                       budget, median held-out accuracy by step (item 6)
 """
 
 from __future__ import annotations
@@ -239,3 +241,28 @@ def sdpo_lab_ablations_fields(res: dict) -> dict:
         if v["minus_sdpo"] is not None:
             out[f"{method}_minus_sdpo"] = f"{v['minus_sdpo']:+.3f}"
     return out
+
+
+TEACHERS = {"sdpo": "EMA (rate 0.05)", "sdpo_frozen": "frozen (the warm start)", "sdpo_live": "live (the policy)",
+            "grpo": "none (GRPO)"}
+
+
+def sdpo_lab_stability(res: dict) -> str:
+    """The block ``<!-- report:sdpo-lab-stability -->``: per method, the median over seeds of the
+    held-out accuracy at every hundredth step, the lowest point of that median curve and the step
+    it is at, and the seeds' finals."""
+    c = res["config"]
+    dial = c["dials"][0]
+    marks = sorted({step for r in res["runs"] for step, _ in r["acc_by_step"] if step % 100 == 0})
+    rows = []
+    for m in c["methods"]:
+        runs = runs_of(res, m, dial)
+        curve = {step: statistics.median(dict(map(tuple, r["acc_by_step"]))[step] for r in runs)
+                 for step, _ in runs[0]["acc_by_step"]}
+        low = min(curve, key=lambda step: (curve[step], step))
+        rows.append([f"`{m}`", TEACHERS.get(m, ""), *[curve[k] for k in marks], f"{fmt(curve[low])} (step {low})",
+                     ", ".join(fmt(r["final_acc"]) for r in runs)])
+    head = (f"Dial {dial}, {c['steps']} steps, seeds "
+            f"{', '.join(map(str, c['seeds']))}; median held-out accuracy over the seeds by step:")
+    return "\n".join([head, "", md_table(["method", "teacher", *[f"step {k}" for k in marks],
+                                          "lowest median (step)", "final per seed"], rows), "", provenance(res)])

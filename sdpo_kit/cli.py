@@ -49,7 +49,9 @@ REPORT_TO_HELP = ("experiment tracker(s), TRL's names (trainer.report_to; defaul
                   "Comma-separate several")
 
 
-def _parse_set(items) -> dict:
+def parse_set(items) -> dict:
+    """``--set section.key=value`` pairs as ``load_config`` overrides, values read as YAML (the CLI's
+    and the examples' syntax)."""
     out = {}
     for item in items or ():
         if "=" not in item:
@@ -239,7 +241,7 @@ def export_verl_main(args) -> int:
     from sdpo_kit.registry import load_config
 
     try:
-        cfg = load_config(args.config, _parse_set(args.set))
+        cfg = load_config(args.config, parse_set(args.set))
         out = export_verl(cfg, args.out, n_gpus_per_node=args.n_gpus_per_node, nnodes=args.nnodes,
                           max_prompt_length=args.max_prompt_length,
                           micro_batch_size_per_gpu=args.micro_batch_size_per_gpu,
@@ -281,7 +283,7 @@ def main(argv=None) -> int:
         return export_main(args)
     if args.command == "export-verl":
         return export_verl_main(args)
-    overrides = _parse_set(args.set)
+    overrides = parse_set(args.set)
     if args.backend:
         overrides["backend"] = args.backend
     if args.max_steps is not None:

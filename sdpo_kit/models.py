@@ -68,8 +68,10 @@ def lora_kwargs(lora) -> dict | None:
     raise TypeError(f"lora must be None, a bool, an int (rank) or a dict, got {type(lora).__name__}")
 
 
-def _resolve_dtype(dtype) -> torch.dtype:
-    """float32 on CPU; on CUDA bf16 from compute capability 8.0, else fp16 (a T4, 7.5, has no real
+def resolve_dtype(dtype) -> torch.dtype:
+    """The ``torch.dtype`` a policy loads in: a ``torch.dtype`` as given; a name (``"fp16"``,
+    ``"bf16"``, ``"fp32"`` or a torch name such as ``"float16"``) as named; None or ``"auto"``:
+    float32 on CPU, on CUDA bf16 from compute capability 8.0, else fp16 (a T4, 7.5, has no real
     bf16, though ``torch.cuda.is_bf16_supported()`` says True through emulation)."""
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -160,7 +162,11 @@ def _load_transformers(name, *, load_in_4bit, dtype, trust_remote_code, local_on
     return model, tokenizer
 
 
-def _add_peft_lora(model, lora: dict):
+def add_peft_lora(model, lora: dict):
+    """``model`` wrapped by PEFT with a LoRA adapter (``peft.get_peft_model``, task ``CAUSAL_LM``);
+    ``lora`` is a full option dict as ``lora_kwargs`` returns it (``r``, ``lora_alpha``,
+    ``lora_dropout``, ``target_modules``, optional ``bias``). A 4-bit model is first made ready for
+    k-bit training (``peft.prepare_model_for_kbit_training``)."""
     from peft import LoraConfig, get_peft_model
 
     if getattr(model, "is_loaded_in_4bit", False):
@@ -208,13 +214,13 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
         model, tokenizer = warm_start(cfg)
         lora_kw = lora_kwargs(lora)  # off unless asked: the tiny model trains in full
         if lora_kw is not None:
-            model = _add_peft_lora(model, lora_kw)
+            model = add_peft_lora(model, lora_kw)
         return model, finish_tokenizer(tokenizer, model)
 
     if lab_config is not None:
         raise ValueError("lab_config only applies to name='tiny-lab'")
     lora_kw = lora_kwargs(True if lora is None else lora)
-    torch_dtype = _resolve_dtype(dtype)
+    torch_dtype = resolve_dtype(dtype)
     is_local = Path(os.path.expanduser(name)).is_dir()
     if not is_local and name.startswith((".", "/", "~")):
         raise ModelNotAvailableError(f"model directory {name!r} does not exist")
@@ -231,7 +237,7 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
                                                   trust_remote_code=trust_remote_code,
                                                   local_only=hub_offline() and not is_local)
             if lora_kw is not None:
-                model = _add_peft_lora(model, lora_kw)
+                model = add_peft_lora(model, lora_kw)
     except OSError as e:  # huggingface_hub's offline / not-found / gated errors are all OSErrors
         raise _not_available(name, e) from e
     return model, finish_tokenizer(tokenizer, model)

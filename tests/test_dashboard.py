@@ -123,6 +123,37 @@ def test_in_a_kernel_one_widget_redrawn_in_place(tok, rows, monkeypatch):
     assert len(set(pngs)) == 3 and "done" in dash.status.value
 
 
+@pytest.mark.parametrize("png", [True, False], ids=["png_path", "no_png_path"])
+def test_in_a_kernel_each_refresh_draws_once(tmp_path, monkeypatch, png):
+    """In a (stand-in) kernel, with or without png_path, every=2: the first row draws (the widget has a
+    picture at once), then each 2nd row draws once, for png_path and the image widget together; close()
+    with nothing new draws nothing, and with a row not shown yet draws once. Draws are counted at
+    matplotlib's savefig; at the end the image widget (and the PNG file) shows every row."""
+    from matplotlib.figure import Figure
+
+    monkeypatch.setattr(plotting, "_in_notebook", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: None)
+    saves = []
+    savefig = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **kw: (saves.append(1), savefig(fig, *a, **kw))[1])
+    path = tmp_path / "dash.png"
+    dash = Dashboard(png_path=path if png else None, every=2)
+    rows = [{"step": i, "loss": 1.0 / i, "reward/mean": 0.1 * i} for i in range(1, 8)]
+    for n, row in enumerate(rows[:6], start=1):
+        dash(row)
+        assert len(saves) == 1 + n // 2, f"after row {n}"
+        if png and n % 2 == 0:
+            assert path.read_bytes() == dash.image.value       # the file and the widget show the one draw
+    dash.close()
+    assert len(saves) == 4, "close() with every row shown draws nothing"
+    dash.plot.update(rows[6])
+    dash.close()
+    assert len(saves) == 5, "close() with a row not shown yet draws once"
+    assert dash.image.value == dash.plot.render()              # the widget shows every row
+    if png:
+        assert path.read_bytes() == dash.image.value
+
+
 def test_background_thread_stops_on_click(tok, rows, tmp_path):
     """As in Jupyter: train() in a thread returns at once; a click from the caller's thread stops the
     run after the step in progress, with its checkpoint; wait() gives the rows."""

@@ -35,7 +35,7 @@ def test_a_4bit_lora_run_exports_merged_through_transformers(tmp_path, monkeypat
     base_dir = tmp_path / "base"
     model.save_pretrained(base_dir, safe_serialization=True)
     tok.save_pretrained(base_dir)
-    peft = models._add_peft_lora(model, models.lora_kwargs(4))
+    peft = models.add_peft_lora(model, models.lora_kwargs(4))
     torch.manual_seed(0)
     for name, p in peft.named_parameters():
         if "lora_B" in name:

@@ -14,7 +14,7 @@ from sdpo_kit.core.sampling import completion_logits, sample
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.losses import token_logprobs
-from sdpo_kit.models import _add_peft_lora, lora_kwargs
+from sdpo_kit.models import add_peft_lora, lora_kwargs
 from sdpo_kit.ppo.config import TeacherStudentPPOConfig
 from sdpo_kit.ppo.trainer import TeacherStudentPPOTrainer
 
@@ -30,7 +30,7 @@ def make(lab, tmp_path=None, student_seed=0, lora=False, **kw):
     tok, task, (rows, heldout) = lab
     student = build_model(tok, seed=student_seed)
     if lora:
-        student = _add_peft_lora(student, lora_kwargs(4))
+        student = add_peft_lora(student, lora_kwargs(4))
     teacher = build_model(tok, seed=99)
     cfg = dict(batch_size=8, mini_batch_size=4, ppo_epochs=2, max_steps=3, learning_rate=1e-3, max_completion_length=3,
                eval_every=0, kd_coef=0.5, seed=0, output_dir=str(tmp_path) if tmp_path else None)
@@ -115,7 +115,7 @@ def test_distillation_alone_pulls_the_student_towards_the_teacher(lab):
 
 def test_ppo_alone_needs_no_teacher_and_a_lora_student_trains_its_adapter(lab):
     tok, task, (rows, _) = lab
-    student = _add_peft_lora(build_model(tok, seed=0), lora_kwargs(4))
+    student = add_peft_lora(build_model(tok, seed=0), lora_kwargs(4))
     frozen = {n: p.detach().clone() for n, p in student.named_parameters() if "lora_" not in n}
     cfg = TeacherStudentPPOConfig(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=2, learning_rate=1e-2,
                                   max_completion_length=3, eval_every=0, kd_coef=0.0, teacher_model=None)

@@ -49,9 +49,9 @@ def test_load_policy_dtype_reads_the_capability_not_is_bf16_supported(monkeypatc
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: (7, 5))
-    assert models._resolve_dtype(None) is torch.float16
+    assert models.resolve_dtype(None) is torch.float16
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: (8, 0))
-    assert models._resolve_dtype(None) is torch.bfloat16
+    assert models.resolve_dtype(None) is torch.bfloat16
 
 
 def test_bf16_autocast_on_cpu_keeps_the_weights_fp32():

@@ -8,7 +8,7 @@ import torch
 
 from sdpo_kit.core.preflight import DeviceProps, GiB, ModelSizes, RunSizes, estimate_memory, preflight_report, sizes_of
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.models import _add_peft_lora, lora_kwargs, model_sizes, preflight
+from sdpo_kit.models import add_peft_lora, lora_kwargs, model_sizes, preflight
 
 T4 = DeviceProps("cuda", "Tesla T4", (7, 5), total_bytes=15 * GiB, free_bytes=14 * GiB)
 A100 = DeviceProps("cuda", "NVIDIA A100-SXM4-40GB", (8, 0), total_bytes=40 * GiB, free_bytes=39 * GiB)
@@ -58,5 +58,5 @@ def test_sizes_on_the_meta_device_are_the_real_model_s():
     tok = build_tokenizer()
     meta, real = model_sizes("tiny-lab"), sizes_of(build_model(tok))
     assert meta == real and meta.vocab == len(tok)
-    peft = _add_peft_lora(build_model(tok), lora_kwargs(4))
+    peft = add_peft_lora(build_model(tok), lora_kwargs(4))
     assert sum(p.numel() for p in peft.parameters() if p.requires_grad) == 4 * meta.lora_per_rank

@@ -15,7 +15,7 @@ from sdpo_kit.core.checkpoint import list_checkpoints
 from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import ArithmeticTask
-from sdpo_kit.models import _add_peft_lora, lora_kwargs
+from sdpo_kit.models import add_peft_lora, lora_kwargs
 from sdpo_kit.registry import load_config
 from sdpo_kit.rewards import exact_match_reward
 
@@ -55,7 +55,7 @@ def make_loop(tok, out, lora=False, **cfg):
     rows, heldout = task.splits()
     model = build_model(tok, seed=0)
     if lora:
-        model = _add_peft_lora(model, lora_kwargs(4))
+        model = add_peft_lora(model, lora_kwargs(4))
     config = GRPOConfig(**{**dict(max_steps=6, prompts_per_step=3, num_generations=4, num_iterations=2, beta=0.05,
                                   max_completion_length=3, learning_rate=3e-3, lr_scheduler_type="linear",
                                   eval_every=2, save_steps=2, seed=3, output_dir=str(out)), **cfg})

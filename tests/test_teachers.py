@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.models import _add_peft_lora, lora_kwargs
+from sdpo_kit.models import add_peft_lora, lora_kwargs
 from sdpo_kit.sdpo.teacher import Teacher, ema_update, is_pure_lora
 
 
@@ -66,7 +66,7 @@ def test_lora_teachers_are_adapters_not_copies(tok):
     zero (the base model, as TRL's PEFTAdapterEMACallback) and moves by the rule; no copy of the
     model is made, and training stays on the student's adapter."""
     ids = torch.tensor([[5, 6, 7, 8]])
-    student = _add_peft_lora(build_model(tok, seed=0), lora_kwargs(4))
+    student = add_peft_lora(build_model(tok, seed=0), lora_kwargs(4))
     assert is_pure_lora(student)
     nudge(student, 0.05)  # move the student's adapter away from the base model
     with student.disable_adapter():

@@ -11,7 +11,7 @@ import torch
 from sdpo_kit import cli
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import make_task
-from sdpo_kit.models import _add_peft_lora, lora_kwargs
+from sdpo_kit.models import add_peft_lora, lora_kwargs
 from sdpo_kit.registry import config_from_dict, load_config
 from sdpo_kit.rewards import exact_match_reward
 from sdpo_kit.vapor.loop import VAPORLoop, VAPORLoopConfig
@@ -66,7 +66,7 @@ def make_loop(tok, variant="as_specified", lora=False, **cfg):
     rows, heldout = task.splits()
     model = build_model(tok, seed=0)
     if lora:
-        model = _add_peft_lora(model, lora_kwargs(4))
+        model = add_peft_lora(model, lora_kwargs(4))
     kw = dict(max_steps=3, prompts_per_step=2, num_generations=4, num_iterations=2, max_completion_length=20,
               learning_rate=1e-2, vapor_variant=variant)
     config = VAPORLoopConfig(**{**kw, **cfg})

@@ -166,7 +166,7 @@ class Dashboard:
             self.stopped_at = self.step
         self.plot.close()
         if self.widget is not None and self.plot.history:
-            self.image.value = self.plot.render()
+            self.image.value = self.plot.png()      # close()'s draw, or the last one: never a second
         self._show(final=True)
 
     def snapshot(self, path: str | os.PathLike | None = None) -> bytes:
@@ -224,7 +224,7 @@ class Dashboard:
         self.status.value = self.status_text(final)
         if self.in_notebook:
             if self.plot.history and not final and (self.plot.n_draws == 0 or len(self.plot.history) % self.plot.every == 0):
-                self.image.value = self.plot.render()
+                self.image.value = self.plot.png()  # the PNG the plot just drew for png_path, if it did
             self.show()
 
     def show(self) -> None:

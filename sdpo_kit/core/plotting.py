@@ -261,6 +261,11 @@ class LivePlot:
         self._png, self._png_rows = buf.getvalue(), len(self.history)
         return self._png
 
+    def png(self) -> bytes:
+        """The PNG of every update so far: the last render when it shows them all, else a new one
+        (the dashboard's image widget takes it, so a redraw already sent to ``png_path`` is reused)."""
+        return self.render() if self._stale or self._png is None else self._png
+
     @staticmethod
     def _write(path: Path, png: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,4 +8,7 @@
     feedback.py      checkers' feedback on a number: too large / too small, or which digits are wrong
     skill.py         the SDPO skill lab's dial: SFT rows whose prompt is SDPO's teacher prompt
     environments.py  the Environment protocol (a step returns score and feedback), ArithmeticEnvironment
+    code_task.py     the code task (``lab_code``): an expression in x, run by the code reward's sandbox
 """
+
+from sdpo_kit.lab import code_task  # noqa: F401 (registers "lab_code" in tasks.TASKS)

@@ -195,6 +195,13 @@ def cycles(steps: int, extra_steps: int, cycle: int, *, last: bool = False) -> l
     return [(b - a, extra_steps * b // steps - extra_steps * a // steps) for a, b in zip(cuts, cuts[1:])]
 
 
+def _batch_loss(model, pool, batch_size: int, generator) -> torch.Tensor:
+    """The mean token loss of ``batch_size`` rows drawn (with replacement) from a ``tokenize_sft`` pool."""
+    ids, lab, att = pool
+    idx = torch.randint(0, ids.size(0), (batch_size,), generator=generator)         # (b,)
+    return model(input_ids=ids[idx], attention_mask=att[idx], labels=lab[idx]).loss
+
+
 def sft(model, tokenizer, rows, *, steps: int, batch_size: int, lr: float, seed: int = 0,
         log_every: int = 0, context_rows=None, context_steps: int = 0, context_lr_scale: float = 1.0,
         context_mix: str = "interleave") -> list[float]:
@@ -203,77 +210,45 @@ def sft(model, tokenizer, rows, *, steps: int, batch_size: int, lr: float, seed:
     With ``context_rows`` and ``context_steps``, that many steps on those rows are interleaved
     evenly with the ``steps`` on ``rows`` (each pool padded on its own, one learning-rate schedule
     over all steps, the context steps' rate times ``context_lr_scale``), so the ``rows`` budget is the
-    same whatever ``context_steps`` is. With ``context_mix="joint"`` each of the last ``context_steps``
-    steps on ``rows`` also draws a context batch (its own generator) and adds its loss, times
-    ``context_lr_scale``, to the step's: the ``rows`` batches and schedule do not depend on the dial."""
+    same whatever ``context_steps`` is; the curve holds every step's loss. With ``context_mix="joint"``
+    each of the last ``context_steps`` steps on ``rows`` also draws a context batch (its own generator,
+    seeded ``seed + 7919``) and adds its loss, times ``context_lr_scale``, to the step's, one update: the
+    ``rows`` batches and schedule do not depend on the dial, and the curve holds the ``rows`` losses."""
     if context_mix not in ("interleave", "joint"):
         raise ValueError(f"context_mix must be 'interleave' or 'joint', got {context_mix!r}")
-    if context_mix == "joint":
-        return _sft_joint(model, tokenizer, rows, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                          log_every=log_every, context_rows=context_rows, context_steps=context_steps,
-                          context_weight=context_lr_scale)
-    g = torch.Generator().manual_seed(seed)
+    if context_steps and not context_rows:
+        raise ValueError(f"context_steps={context_steps} needs context_rows")
+    joint = context_mix == "joint"
     device = next(model.parameters()).device
-    pools = [tokenize_sft(tokenizer, rows, device)]
-    if context_steps:
-        if not context_rows:
-            raise ValueError(f"context_steps={context_steps} needs context_rows")
-        pools.append(tokenize_sft(tokenizer, context_rows, device))
-    order = interleave(steps, context_steps if context_rows else 0)
-    total = len(order)
+    task_pool = tokenize_sft(tokenizer, rows, device)
+    ctx_pool = tokenize_sft(tokenizer, context_rows, device) if context_steps else None
+    g, g_ctx = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 7919)
+    # each step: (a step on the context rows?, a context batch joined to a step on the rows?)
+    if joint:
+        plan = [(False, step >= steps - context_steps) for step in range(steps)]
+    else:
+        plan = [(extra, False) for extra in interleave(steps, context_steps)]
+    total = len(plan)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.1, 1 - s / total))
     model.train()
     losses = []
-    for step, extra in enumerate(order):
-        ids, lab, att = pools[int(extra)]
-        idx = torch.randint(0, ids.size(0), (batch_size,), generator=g)            # (b,)
-        out = model(input_ids=ids[idx], attention_mask=att[idx], labels=lab[idx])
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scale = context_lr_scale if extra else 1.0
-        for group in opt.param_groups:       # the scheduler resets lr from its base at sched.step()
-            group["lr"] *= scale
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(out.loss.item())
-        if log_every and (step + 1) % log_every == 0:
-            print(f"sft step {step + 1}/{total} loss {sum(losses[-log_every:]) / log_every:.3f}", flush=True)
-    model.eval()
-    return losses
-
-
-def _sft_joint(model, tokenizer, rows, *, steps, batch_size, lr, seed, log_every, context_rows, context_steps,
-               context_weight) -> list[float]:
-    """``sft`` with context batches joined to the last ``context_steps`` task steps (one update each)."""
-    if context_steps and not context_rows:
-        raise ValueError(f"context_steps={context_steps} needs context_rows")
-    g, g_ctx = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed + 7919)
-    device = next(model.parameters()).device
-    task_pool = tokenize_sft(tokenizer, rows, device)
-    ctx_pool = tokenize_sft(tokenizer, context_rows, device) if context_steps else None
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.1, 1 - s / steps))
-    model.train()
-    losses = []
-    for step in range(steps):
-        ids, lab, att = task_pool
-        idx = torch.randint(0, ids.size(0), (batch_size,), generator=g)            # (b,)
-        loss = model(input_ids=ids[idx], attention_mask=att[idx], labels=lab[idx]).loss
+    for step, (on_context, joined) in enumerate(plan):
+        loss = _batch_loss(model, ctx_pool if on_context else task_pool, batch_size, g)
         losses.append(loss.item())
-        if step >= steps - context_steps:
-            c_ids, c_lab, c_att = ctx_pool
-            c_idx = torch.randint(0, c_ids.size(0), (batch_size,), generator=g_ctx)  # (b,)
-            loss = loss + context_weight * model(input_ids=c_ids[c_idx], attention_mask=c_att[c_idx],
-                                                 labels=c_lab[c_idx]).loss
+        if joined:
+            loss = loss + context_lr_scale * _batch_loss(model, ctx_pool, batch_size, g_ctx)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if on_context:
+            for group in opt.param_groups:   # the scheduler resets lr from its base at sched.step()
+                group["lr"] *= context_lr_scale
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
         if log_every and (step + 1) % log_every == 0:
-            print(f"sft step {step + 1}/{steps} task loss {sum(losses[-log_every:]) / log_every:.3f}", flush=True)
+            label = "task loss" if joint else "loss"
+            print(f"sft step {step + 1}/{total} {label} {sum(losses[-log_every:]) / log_every:.3f}", flush=True)
     model.eval()
     return losses
 

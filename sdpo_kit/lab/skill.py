@@ -71,14 +71,25 @@ def context_rows(task, rows: list[dict], *, seed: int = 0, templates: str = "trl
         raise TypeError(f"{type(task).__name__} has no feedback() / format_answer(): the skill lab needs a "
                         "task whose checker gives feedback")
     rng = random.Random(seed)
-    out = []
+    miss = getattr(task, "near_miss", near_miss)   # a task whose answers are not numbers brings its own
+    drafts = []
     for r in rows:
         kind = rng.choices(KINDS, weights=((1 - feedback_share) / 2, feedback_share, (1 - feedback_share) / 2))[0]
+        wrong = task.format_answer(miss(r["answer"], rng)) if kind in ("feedback", "both") else None
+        drafts.append((r, kind, wrong))
+    # the checker's words on each near miss: in one batch where the task scores batches (lab_code's sandbox)
+    asked = [(wrong, r["answer"]) for r, _, wrong in drafts if wrong is not None]
+    if hasattr(task, "near_miss_feedback"):   # lab_code: the near misses' values are known, no sandbox needed
+        said = iter(task.near_miss_feedback([w for w, _ in asked], [a for _, a in asked]))
+    elif hasattr(task, "feedback_many"):
+        said = iter(task.feedback_many([w for w, _ in asked], [a for _, a in asked]))
+    else:
+        said = iter([task.feedback(w, a) for w, a in asked])
+    out = []
+    for r, kind, wrong in drafts:
         right = task.format_answer(r["answer"])
         demo = right if kind in ("demo", "both") else None
-        feedback = None
-        if kind in ("feedback", "both"):
-            feedback = task.feedback(task.format_answer(near_miss(r["answer"], rng)), r["answer"])
+        feedback = next(said) if wrong is not None else None
         out.append({"prompt": reprompt(r["prompt"], demo, feedback, **TEMPLATES[templates]), "completion": right,
                     "kind": kind})
     return out

@@ -24,6 +24,7 @@ from sdpo_kit.rewards.code_runner import (
     extract_code,
     run_tests,
     run_tests_many,
+    score_completions,
     split_tests,
 )
 from sdpo_kit.rewards.core import (
@@ -52,7 +53,7 @@ from sdpo_kit.rewards.verifiable import exact_match_reward, feedback_reward, for
 __all__ = [
     "ANSWER_SEPARATOR", "REWARD_BUILDERS", "REWARD_TYPES", "SCORERS", "TRL_REWARD_KWARGS", "CodeResult",
     "RewardError", "RewardFunc", "answer_likelihood_reward", "code_reward", "extract_code", "load_code_problems",
-    "read_code_problems", "run_tests", "run_tests_many", "split_tests", "call_reward", "call_reward_with_feedback",
+    "read_code_problems", "run_tests", "run_tests_many", "score_completions", "split_tests", "call_reward", "call_reward_with_feedback",
     "check_columns", "checked",
     "compute_rewards", "compute_rewards_with_feedback",
     "coverage_weighted_ce_reward", "exact_match_reward", "feedback_reward", "format_and_match_reward", "inverse_loss_reward",

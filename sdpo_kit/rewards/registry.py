@@ -18,7 +18,13 @@ from sdpo_kit.rewards.model_scored import (
     coverage_weighted_ce_reward,
     inverse_loss_reward,
 )
-from sdpo_kit.rewards.verifiable import exact_match_reward, feedback_reward, format_and_match_reward, tag_format_reward
+from sdpo_kit.rewards.verifiable import (
+    exact_match_reward,
+    feedback_reward,
+    format_and_match_reward,
+    tag_format_reward,
+    task_feedback_reward,
+)
 
 
 def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagged=None):
@@ -69,6 +75,7 @@ def _environment_from_config(model, tokenizer, task, factory=None, answer_field=
 REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
     "exact_match": (_exact_match_from_config, False),
     "feedback": (lambda model, tokenizer, task, answer_field="answer", tagged=None, style=None:
+                 task_feedback_reward(task, answer_field) if hasattr(task, "scored") else
                  feedback_reward(answer_field, bool(getattr(task, "tagged", False)) if tagged is None else tagged,
                                  getattr(task, "feedback_style", "direction") if style is None else style), False),
     "tagged_exact_match": (lambda model, tokenizer, task, answer_field="answer":
@@ -103,7 +110,8 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
 
         exact_match          answer_field="answer", tagged=None (None: the task's ``tagged``, else False)
         feedback             exact match returning {"score", "feedback"} (SDPO's reprompts read the text);
-                             style: direction | digits (default: the task's feedback_style)
+                             style: direction | digits (default: the task's feedback_style); a task
+                             with its own checker (``task.scored``, the lab's code task) scores instead
         tagged_exact_match   answer_field="answer"
         tag_format           tag="answer"
         format_and_match     answer_field="answer", format_weight=0.2

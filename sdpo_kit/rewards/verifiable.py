@@ -75,3 +75,17 @@ def feedback_reward(answer_field: str = "answer", tagged: bool = False, style: s
     feedback.required_columns = (answer_field,)
     feedback.__name__ = "tagged_feedback" if tagged else "feedback"
     return feedback
+
+
+def task_feedback_reward(task, answer_field: str = "answer") -> RewardFunc:
+    """The ``feedback`` reward of a task with its own checker (``task.scored(completions,
+    answers)`` -> ``{"score", "feedback"}`` per completion; the lab's code task runs each
+    distinct program once in the sandbox)."""
+
+    def feedback(prompts, completions, **columns) -> list[dict]:
+        return task.scored(completions, columns[answer_field])
+
+    feedback.required_columns = (answer_field,)
+    feedback.__name__ = "feedback"
+    return feedback
+

@@ -279,8 +279,7 @@ class SDPOLoop(GRPOLoop):
         before = [p.detach().clone() for p in params]
         super().optimizer_step(loss)
         with torch.no_grad():
-            delta = torch._foreach_sub([p.detach() for p in params], before)
-            norms = torch._foreach_norm(delta)                                         # one per tensor
+            norms = [torch.linalg.vector_norm(p.detach() - b) for p, b in zip(params, before)]  # one per tensor
             return torch.linalg.vector_norm(torch.stack([n.to(norms[0].device, torch.float32) for n in norms])).item()
 
     def _warn_if_no_teacher(self, coverage: float) -> None:

@@ -41,6 +41,21 @@ def _greedy(model, tokenizer, task, prompts, max_new_tokens, batch_size) -> list
     return out
 
 
+def _correct(task, completions, answers) -> list[bool]:
+    """``task.is_correct`` per completion; one batch where the task scores batches (``task.scored``:
+    the lab's code task, each distinct program run once in the sandbox)."""
+    if hasattr(task, "scored"):
+        return [s["score"] == 1.0 for s in task.scored(completions, answers)]
+    return [task.is_correct(c, a) for c, a in zip(completions, answers)]
+
+
+def _feedback(task, completions, answers) -> list[str]:
+    """``task.feedback`` per completion, batched as ``_correct`` is."""
+    if hasattr(task, "scored"):
+        return [s["feedback"] for s in task.scored(completions, answers)]
+    return [task.feedback(c, a) for c, a in zip(completions, answers)]
+
+
 @torch.no_grad()
 def _right_token_probs(model, tokenizer, prompts, completions, rights, batch_size) -> list[list[float]]:
     """p(right token at t | prompt, completion_<t) for each row's characters (teacher forcing)."""
@@ -71,15 +86,17 @@ def teacher_quality(model, tokenizer, task, rows: list[dict], *, batch_size: int
     prompts = [r["prompt"] for r in rows]
     rights = [task.format_answer(r[col]) for r in rows]
     student = _greedy(model, tokenizer, task, prompts, max_new_tokens, batch_size)
-    ok = [task.is_correct(s, r[col]) for s, r in zip(student, rows)]
+    answers = [r[col] for r in rows]
+    ok = _correct(task, student, answers)
     demo_prompts = [reprompt(p, right, None, **templates) for p, right in zip(prompts, rights)]
     demo = _greedy(model, tokenizer, task, demo_prompts, max_new_tokens, batch_size)
     wrong = [i for i, good in enumerate(ok) if not good]
-    fb_prompts = [reprompt(prompts[i], None, task.feedback(student[i], rows[i][col]), **templates) for i in wrong]
+    said = _feedback(task, [student[i] for i in wrong], [answers[i] for i in wrong])
+    fb_prompts = [reprompt(prompts[i], None, text, **templates) for i, text in zip(wrong, said)]
     fb = _greedy(model, tokenizer, task, fb_prompts, max_new_tokens, batch_size) if wrong else []
     out = {"n": len(rows), "plain_acc": sum(ok) / len(rows),
-           "demo_acc": sum(task.is_correct(d, r[col]) for d, r in zip(demo, rows)) / len(rows),
-           "feedback_acc": (sum(task.is_correct(f, rows[i][col]) for f, i in zip(fb, wrong)) / len(wrong)
+           "demo_acc": sum(_correct(task, demo, answers)) / len(rows),
+           "feedback_acc": (sum(_correct(task, fb, [answers[i] for i in wrong])) / len(wrong)
                             if wrong else float("nan")),
            "n_wrong": len(wrong)}
     # the student's wrong completions with as many characters as the right one: per-token comparisons

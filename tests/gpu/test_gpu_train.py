@@ -18,7 +18,7 @@ from sdpo_kit.core.scratch import RunConfig, ScratchTrainer
 from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import ArithmeticTask
-from sdpo_kit.models import _resolve_dtype, load_policy
+from sdpo_kit.models import load_policy, resolve_dtype
 from sdpo_kit.rewards import exact_match_reward
 from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig
 
@@ -45,7 +45,7 @@ def test_the_capability_picks_the_dtype(record_property):
     p = device_precision("cuda")
     record_property("precision", p.reason)
     assert p.mode == ("bf16" if cc >= (8, 0) else "fp16") and p.scaler == (cc < (8, 0))
-    assert _resolve_dtype(None) == p.dtype
+    assert resolve_dtype(None) == p.dtype
 
 
 class FixedBatchNLL(ScratchTrainer):
