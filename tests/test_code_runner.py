@@ -43,15 +43,33 @@ def block(code: str) -> str:
     return f"Here is my solution.\n```python\n{code}```\n"
 
 
+def parent_of(pid: int) -> int:
+    """The parent pid from /proc (0 when the process is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
 def sandbox_processes() -> list[int]:
-    """Live processes running the sandbox's child script (a fork keeps its parent's cmdline)."""
+    """Live processes running the sandbox's child script (a fork keeps its parent's cmdline) that are
+    this test process's descendants, or nobody's (an escaped process is re-parented to init). Another
+    pytest-xdist worker's children, alive while it runs its own sandbox tests, are not counted."""
     out = []
     for d in Path("/proc").iterdir():
         try:
-            if d.name.isdigit() and b"sandbox_child.py" in (d / "cmdline").read_bytes():
-                out.append(int(d.name))
+            if not (d.name.isdigit() and b"sandbox_child.py" in (d / "cmdline").read_bytes()):
+                continue
         except OSError:
-            pass
+            continue
+        pid, chain = int(d.name), []
+        p = parent_of(pid)
+        while p > 1 and p != os.getpid() and len(chain) < 64:
+            chain.append(p)
+            p = parent_of(p)
+        if p == os.getpid() or not chain:     # ours, or an orphan (its parent is init, or it is gone)
+            out.append(pid)
     return out
 
 
@@ -144,10 +162,19 @@ def test_writing_outside_the_temp_dir_fails(tmp_path):
 
 
 def test_writing_inside_the_temp_dir_works_and_is_removed():
+    """The program's own directory is writable and gone after the run. Another pytest-xdist worker's
+    running sandboxes have directories of their own, which vanish within seconds; a leaked one stays."""
+    def dirs():
+        return set(Path(tempfile.gettempdir()).glob("sdpo-sandbox-*"))
+
+    before = dirs()
     code = "import os\nopen('scratch.txt', 'w').write('7')\nprint(int(open('scratch.txt').read()) - 4)\n"
     r = run_tests(code, [{"input": "", "output": "3"}], **FAST)
     assert r.status == "passed"
-    assert not list(Path(tempfile.gettempdir()).glob("sdpo-sandbox-*"))
+    deadline = time.monotonic() + 10
+    while (left := dirs() - before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, left
 
 
 def test_filling_the_disk_stops_at_the_caps():

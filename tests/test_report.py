@@ -68,7 +68,8 @@ def stale_reasons(result: dict) -> list[str]:
             reasons.append(f"{name}: commit {commit} is not in this repository")
             continue
         changed = [f for f in _git("diff", "--name-only", commit, "HEAD", "--", *measured).stdout.split()
-                   if not (f.endswith(".ipynb") and _same_code(commit, f))]
+                   if not (f.endswith(".ipynb") and _same_code(commit, f))
+                   and not (f.endswith(".py") and _same_python(commit, f))]
         if changed:
             later = _git("log", "--format=  %h %s", f"{commit}..HEAD", "--", *changed).stdout.rstrip()
             reasons.append(f"{name}: made at {commit}; since then these files it measures changed: "
@@ -86,6 +87,45 @@ def _same_code(commit: str, path: str) -> bool:
         return [c["source"] for c in json.loads(shown.stdout)["cells"] if c["cell_type"] == "code"]
     old = code(commit)
     return old is not None and old == code("HEAD")
+
+
+def python_code(source: str) -> str | None:
+    """The code of a Python source without its docstrings and comments (an AST dump), None when it
+    does not parse: what runs, so a docstring edit changes nothing a benchmark measures."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _same_python(commit: str, path: str) -> bool:
+    """Whether ``path`` has the same code (``python_code``) at ``commit`` and in HEAD."""
+    old, new = _git("show", f"{commit}:{path}"), _git("show", f"HEAD:{path}")
+    if old.returncode or new.returncode:
+        return False
+    code = python_code(old.stdout)
+    return code is not None and code == python_code(new.stdout)
+
+
+def test_a_docstring_edit_is_not_a_code_change():
+    """``python_code`` ignores docstrings and comments and nothing else: a changed docstring or comment
+    is the same code, a changed constant, name or statement is not (so the staleness check still fails)."""
+    base = '"""Module."""\nX = 1  # one\n\ndef f(a):\n    """Doc."""\n    return a + X\n'
+    assert python_code(base) == python_code(base.replace("Module.", "The module.").replace("# one", "# uno")
+                                            .replace("Doc.", "Longer doc."))
+    for edit in (("X = 1", "X = 2"), ("a + X", "a - X"), ("def f(a)", "def g(a)"),
+                 ('    """Doc."""\n', '    """Doc."""\n    print(a)\n')):
+        assert python_code(base) != python_code(base.replace(*edit)), edit
+    assert python_code("def (:") is None
 
 
 def _shallow() -> bool:

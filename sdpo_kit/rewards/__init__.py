@@ -6,6 +6,8 @@
     model_scored.py   inverse loss, coverage-weighted CE, answer likelihood (batched, no_grad)
     learned.py        the tiny lab's learned reward model (a sequence classifier) and its reward
     code_runner.py    model-written Python against test cases: run_tests, the worker pool, the code reward
+    code_batch.py     call tests of many programs, one sandboxed child per distinct program (the lab's code
+                      task; imported from its module, not re-exported here)
     code_feedback.py  the SDPO authors' test-case feedback text (runtime error, time limit, wrong answer)
     code_problems.py  the shipped code problems (data/code_problems.jsonl) and LiveCodeBench files as chat rows
     sandbox.py        one program in a fresh locked-down child process (limits, no network, temp dir)
