@@ -141,14 +141,11 @@ class CodeTask:
 
     def feedback(self, completion, answer) -> str:
         """The code reward's feedback on the completion's program ("" when right); never the answer."""
-        if expression(completion) is None:
-            return EMPTY_FEEDBACK
-        return self.results([completion], [answer])[0].feedback
+        return self.feedback_many([completion], [answer])[0]
 
     def feedback_many(self, completions, answers) -> list[str]:
         """``feedback`` for many completions, their programs run as one deduplicated batch."""
-        results = self.results(completions, answers)
-        return [EMPTY_FEEDBACK if expression(c) is None else r.feedback for c, r in zip(completions, results)]
+        return [s["feedback"] for s in self.scored(completions, answers)]
 
     def scored(self, completions, answers) -> list[dict]:
         """``{"score", "feedback"}`` per completion, the programs run as one deduplicated batch: the
