@@ -266,3 +266,48 @@ def sdpo_lab_stability(res: dict) -> str:
             f"{', '.join(map(str, c['seeds']))}; median held-out accuracy over the seeds by step:")
     return "\n".join([head, "", md_table(["method", "teacher", *[f"step {k}" for k in marks],
                                           "lowest median (step)", "final per seed"], rows), "", provenance(res)])
+
+
+# --- does GRPO climb from a warm start with headroom? (bench_sdpo_lab_headroom.py) ---
+
+def headroom_rows(res: dict) -> list[dict]:
+    """Per warm start (plain SFT steps, width) and learning rate: the median curve over the seeds
+    ({step: acc}), the median start, final and final minus start, and the seeds' finals."""
+    out = []
+    for key in dict.fromkeys((r["sft_steps"], r["width"], r["lr"]) for r in res["runs"]):
+        runs = sorted((r for r in res["runs"] if (r["sft_steps"], r["width"], r["lr"]) == key), key=lambda r: r["seed"])
+        curve = {step: statistics.median(dict(map(tuple, r["acc_by_step"]))[step] for r in runs)
+                 for step, _ in runs[0]["acc_by_step"]}
+        out.append({"sft_steps": key[0], "width": key[1], "lr": key[2], "curve": curve,
+                    "start": statistics.median(r["start_acc"] for r in runs),
+                    "final": statistics.median(r["final_acc"] for r in runs),
+                    "gain": statistics.median(r["final_acc"] - r["start_acc"] for r in runs),
+                    "finals": [r["final_acc"] for r in runs]})
+    return out
+
+
+def sdpo_lab_headroom(res: dict) -> str:
+    """The block ``<!-- report:sdpo-lab-headroom -->``: GRPO's median held-out curve from each warm start
+    at each learning rate (every cell of the grid, nothing picked)."""
+    c = res["config"]
+    rows = headroom_rows(res)
+    marks = sorted({step for r in rows for step in r["curve"] if step % 100 == 0})
+    table = [[r["sft_steps"], r["width"], f"{r['lr']:g}", *[r["curve"].get(k) for k in marks], f"{r['gain']:+.3f}",
+              fmt(r["finals"])] for r in rows]
+    head = (f"GRPO ({c['steps']} steps, the skill lab's recipe) from warm starts with fewer plain SFT steps "
+            f"(context steps: half of them), seeds {', '.join(map(str, c['seeds']))}; median held-out greedy "
+            f"accuracy by step:")
+    return "\n".join([head, "", md_table(["plain SFT steps", "width", "lr", *[f"step {k}" for k in marks],
+                                          "final - start (median)", "final per seed"], table), "", provenance(res)])
+
+
+def sdpo_lab_headroom_fields(res: dict) -> dict:
+    """Fields ``<!--f:sdpo_lab_headroom.KEY-->``: the largest median gain and where, and each warm start's
+    median start (``start_<sft steps>``)."""
+    rows = headroom_rows(res)
+    best = max(rows, key=lambda r: r["gain"])
+    out = {"best_gain": f"{best['gain']:+.3f}", "best_at": f"{best['sft_steps']} plain steps, lr {best['lr']:g}",
+           "climbing_cells": f"{sum(r['gain'] > 0 for r in rows)} of {len(rows)}"}
+    for r in rows:
+        out[f"start_{r['sft_steps']}"] = fmt(r["start"])
+    return out
