@@ -9,8 +9,9 @@ does not (``bench_sdpo_lab_signal.py``). So this script varies what the warm sta
 the plain SFT budget (``model.lab.sft_steps``; the context steps stay at half of it, the top dial's
 share, 1000 of 2000) and optionally the model's width (``hidden_size``, the MLP three times as wide),
 and runs GRPO with the lab's recipe from each warm start at every learning rate of ``--lrs`` on every
-seed, held-out greedy accuracy every ``eval_every`` steps. Nothing is tuned or picked: every cell of the
-grid is reported, medians over seeds.
+seed, held-out greedy accuracy every ``eval_every`` steps, and avg@16 (the mean success rate over 16
+samples at the training temperature, the paper's measure) at the start and the end. Nothing is tuned or
+picked: every cell of the grid is reported, medians over seeds.
 
 Writes ``benchmarks/results/sdpo_lab_headroom.json`` (``runs``: one per warm start, learning rate and
 seed, with ``acc_by_step``; ``summary.table``) and prints a table.
@@ -26,6 +27,8 @@ from pathlib import Path
 from _common import machine, median, table, write_results
 from bench_sdpo_lab import method_config
 
+AVG_K = 16   # samples per held-out row for avg@k (the SDPO paper reports avg@16)
+
 
 def lab_overrides(sft_steps: int, width: int) -> dict:
     """The lab's warm start with ``sft_steps`` plain steps (context steps: half of them) at ``width``."""
@@ -39,8 +42,20 @@ def grpo_config(sft_steps: int, width: int) -> dict:
     return data
 
 
-def warm_start(sft_steps: int, width: int) -> float:
-    """Build (or load from the cache) one warm start; its held-out greedy accuracy."""
+def avg_at_k(model, tok, cfg, k: int = AVG_K) -> float:
+    """Held-out avg@k: the mean over rows of the success rate of k samples at the training temperature."""
+    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.rewards import feedback_reward
+    from sdpo_kit.sdpo.test_time_training import success_rates
+
+    task = make_task(**cfg.task)
+    rates = success_rates(model, tok, task, task.splits()[1], feedback_reward(style=task.feedback_style),
+                          samples=k, temperature=cfg.trainer.temperature, seed=0)
+    return sum(rates) / len(rates)
+
+
+def warm_start(sft_steps: int, width: int) -> dict:
+    """Build (or load from the cache) one warm start; its held-out greedy accuracy and avg@k."""
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
@@ -49,7 +64,7 @@ def warm_start(sft_steps: int, width: int) -> float:
     cfg = config_from_dict(grpo_config(sft_steps, width))
     task = make_task(**cfg.task)
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
-    return task.evaluate(model, tok, task.splits()[1])
+    return {"greedy": task.evaluate(model, tok, task.splits()[1]), "avg_at_k": avg_at_k(model, tok, cfg)}
 
 
 def run(spec: tuple) -> dict:
@@ -59,22 +74,24 @@ def run(spec: tuple) -> dict:
 
     sft_steps, width, lr, seed, steps = spec
     with tempfile.TemporaryDirectory() as out:
+        cfg = config_from_dict(grpo_config(sft_steps, width), {"trainer.seed": seed, "trainer.max_steps": steps,
+                                                               "trainer.learning_rate": lr, "output_dir": out})
         t0 = time.perf_counter()
-        s = train(config_from_dict(grpo_config(sft_steps, width),
-                                   {"trainer.seed": seed, "trainer.max_steps": steps, "trainer.learning_rate": lr,
-                                    "output_dir": out}), config_path="benchmarks/bench_sdpo_lab_headroom.py")
+        s = train(cfg, config_path="benchmarks/bench_sdpo_lab_headroom.py")
         wall = time.perf_counter() - t0
     acc = [[r["step"], r["eval/accuracy"]] for r in s["history"] if r.get("eval/accuracy") is not None]
     return {"sft_steps": sft_steps, "width": width, "lr": lr, "seed": seed, "steps": steps,
             "start_acc": s["before"], "final_acc": s["after"], "best_acc": max(a for _, a in acc),
-            "acc_by_step": acc, "wall_s": round(wall, 1)}
+            "final_avg_at_k": avg_at_k(s["model"], s["tokenizer"], cfg), "acc_by_step": acc,
+            "wall_s": round(wall, 1)}
 
 
 def run_all(specs: list[tuple], jobs: int) -> list[dict]:
     """``run`` for each spec, results in order, on ``jobs`` processes (one torch thread each)."""
     def show(r):
         print(f"sft {r['sft_steps']} width {r['width']} lr {r['lr']:g} seed {r['seed']}: {r['start_acc']:.3f} -> "
-              f"{r['final_acc']:.3f} (best {r['best_acc']:.3f}, {r['wall_s']} s)", flush=True)
+              f"{r['final_acc']:.3f} (best {r['best_acc']:.3f}, avg@{AVG_K} {r['final_avg_at_k']:.3f}, "
+              f"{r['wall_s']} s)", flush=True)
 
     if jobs <= 1:
         return [show(r) or r for r in map(run, specs)]
@@ -85,8 +102,9 @@ def run_all(specs: list[tuple], jobs: int) -> list[dict]:
         return [show(r) or r for r in pool.map(run, specs)]
 
 
-def summarize(runs: list[dict]) -> list[list]:
-    """One row per warm start and learning rate: medians over seeds of start, final, best and final - start."""
+def summarize(runs: list[dict], starts: dict) -> list[list]:
+    """One row per warm start and learning rate: medians over seeds of start, final, best and final - start,
+    the seeds' finals, the median curve, then avg@k at the start and the median avg@k at the end."""
     rows = []
     for key in dict.fromkeys((r["sft_steps"], r["width"], r["lr"]) for r in runs):
         mine = [r for r in runs if (r["sft_steps"], r["width"], r["lr"]) == key]
@@ -95,7 +113,8 @@ def summarize(runs: list[dict]) -> list[list]:
         rows.append([*key, median([r["start_acc"] for r in mine]), median([r["final_acc"] for r in mine]),
                      median([r["best_acc"] for r in mine]),
                      median([r["final_acc"] - r["start_acc"] for r in mine]),
-                     ", ".join(f"{r['final_acc']:.3f}" for r in mine), list(zip(steps, curve))])
+                     ", ".join(f"{r['final_acc']:.3f}" for r in mine), list(zip(steps, curve)),
+                     starts[f"{key[0]}/{key[1]}"]["avg_at_k"], median([r["final_avg_at_k"] for r in mine])])
     return rows
 
 
@@ -116,19 +135,21 @@ def main():
         for w in args.widths:
             t0 = time.perf_counter()
             starts[f"{b}/{w}"] = warm_start(b, w)
-            print(f"warm start sft {b} width {w}: held-out {starts[f'{b}/{w}']:.3f} "
+            print(f"warm start sft {b} width {w}: held-out {starts[f'{b}/{w}']} "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
     specs = [(b, w, lr, seed, args.steps) for b in args.sft_steps for w in args.widths for lr in args.lrs
              for seed in args.seeds]
     runs = run_all(specs, args.jobs)
 
-    rows = summarize(runs)
+    rows = summarize(runs, starts)
     print(f"\nmachine: {machine()}\n")
-    print(table(["sft steps", "width", "lr", "start", "final", "best", "final - start", "per seed"],
-                [[r[0], r[1], f"{r[2]:g}", *(f"{x:.3f}" for x in r[3:6]), f"{r[6]:+.3f}", r[7]] for r in rows]))
+    print(table(["sft steps", "width", "lr", "start", "final", "best", "final - start", "per seed",
+                 f"avg@{AVG_K} start", f"avg@{AVG_K} final"],
+                [[r[0], r[1], f"{r[2]:g}", *(f"{x:.3f}" for x in r[3:6]), f"{r[6]:+.3f}", r[7],
+                  f"{r[9]:.3f}", f"{r[10]:.3f}"] for r in rows]))
     name = Path(args.out).stem if args.out else "sdpo_lab_headroom"
     write_results(name, config={"sft_steps": args.sft_steps, "widths": args.widths, "lrs": args.lrs,
-                                "seeds": args.seeds, "steps": args.steps, "start_acc": starts},
+                                "seeds": args.seeds, "steps": args.steps, "avg_k": AVG_K, "start": starts},
                   runs=runs, summary={"table": rows})
 
 
