@@ -11,7 +11,9 @@ share, 1000 of 2000) and optionally the model's width (``hidden_size``, the MLP 
 and runs GRPO with the lab's recipe from each warm start at every learning rate of ``--lrs`` on every
 seed, held-out greedy accuracy every ``eval_every`` steps, and avg@16 (the mean success rate over 16
 samples at the training temperature, the paper's measure) at the start and the end. Nothing is tuned or
-picked: every cell of the grid is reported, medians over seeds.
+picked: every cell of the grid is reported, medians over seeds. Each warm start's teacher is measured
+too (``sdpo.teacher_quality``), since goal 2.2 needs a warm start where GRPO climbs *and* the teacher
+reads its context.
 
 Writes ``benchmarks/results/sdpo_lab_headroom.json`` (``runs``: one per warm start, learning rate and
 seed, with ``acc_by_step``; ``summary.table``) and prints a table.
@@ -55,16 +57,23 @@ def avg_at_k(model, tok, cfg, k: int = AVG_K) -> float:
 
 
 def warm_start(sft_steps: int, width: int) -> dict:
-    """Build (or load from the cache) one warm start; its held-out greedy accuracy and avg@k."""
+    """Build (or load from the cache) one warm start; its held-out greedy accuracy, avg@k and SDPO's
+    teacher measures (``sdpo.teacher_quality`` with the lab's templates: can it read a sibling's answer?)."""
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.sdpo.teacher_quality import teacher_quality
 
     cfg = config_from_dict(grpo_config(sft_steps, width))
     task = make_task(**cfg.task)
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
-    return {"greedy": task.evaluate(model, tok, task.splits()[1]), "avg_at_k": avg_at_k(model, tok, cfg)}
+    t = method_config("sdpo")["trainer"]
+    q = teacher_quality(model, tok, task, task.splits()[1],
+                        **{k: t[k] for k in ("reprompt_template", "solution_template", "feedback_template")})
+    return {"context_steps": lab_overrides(sft_steps, width)["context_steps"],
+            "greedy": task.evaluate(model, tok, task.splits()[1]), "avg_at_k": avg_at_k(model, tok, cfg),
+            "teacher": {k: v for k, v in q.items() if k != "example"}}
 
 
 def run(spec: tuple) -> dict:
@@ -120,9 +129,9 @@ def summarize(runs: list[dict], starts: dict) -> list[list]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sft-steps", type=int, nargs="+", default=[500, 1000, 2000], help="plain SFT budgets")
+    ap.add_argument("--sft-steps", type=int, nargs="+", default=[1000, 1500, 2000], help="plain SFT budgets")
     ap.add_argument("--widths", type=int, nargs="+", default=[64], help="hidden sizes (the lab's is 64)")
-    ap.add_argument("--lrs", type=float, nargs="+", default=[3e-5, 1e-4, 3e-4], help="GRPO learning rates")
+    ap.add_argument("--lrs", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4, 3e-4], help="GRPO learning rates")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=300, help="GRPO steps (the lab's budget is 200)")
     ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each")
@@ -135,7 +144,7 @@ def main():
         for w in args.widths:
             t0 = time.perf_counter()
             starts[f"{b}/{w}"] = warm_start(b, w)
-            print(f"warm start sft {b} width {w}: held-out {starts[f'{b}/{w}']} "
+            print(f"warm start sft {b} width {w}: {starts[f'{b}/{w}']} "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
     specs = [(b, w, lr, seed, args.steps) for b in args.sft_steps for w in args.widths for lr in args.lrs
              for seed in args.seeds]

@@ -297,18 +297,25 @@ def sdpo_lab_headroom(res: dict) -> str:
     table = [[r["sft_steps"], r["width"], f"{r['lr']:g}", *[r["curve"].get(k) for k in marks], f"{r['gain']:+.3f}",
               fmt(r["finals"]), r["avg_start"], r["avg_final"]] for r in rows]
     k = c["avg_k"]
+    starts = [[*key.split("/"), w["context_steps"], w["greedy"], w["avg_at_k"], w["teacher"]["demo_acc"],
+               w["teacher"]["token_win_demo"]] for key, w in c["start"].items() if "teacher" in w]
+    warm = [] if not starts else [
+        "The warm starts (held-out; the teacher as in the dial table):", "",
+        md_table(["plain SFT steps", "width", "context steps", "greedy acc", f"avg@{c['avg_k']}",
+                  "teacher acc, sibling's answer", "token win, sibling"], starts), ""]
     head = (f"GRPO ({c['steps']} steps, the skill lab's recipe) from warm starts with fewer plain SFT steps "
             f"(context steps: half of them), seeds {', '.join(map(str, c['seeds']))}; median held-out greedy "
             f"accuracy by step, and avg@{c['avg_k']} (the mean success rate of {c['avg_k']} samples at the training "
             f"temperature) at the start and the end:")
-    return "\n".join([head, "", md_table(["plain SFT steps", "width", "lr", *[f"step {k}" for k in marks],
+    return "\n".join([*warm, head, "", md_table(["plain SFT steps", "width", "lr", *[f"step {k}" for k in marks],
                                           "final - start (median)", "final per seed", f"avg@{k} start",
                                           f"avg@{k} final (median)"], table), "", provenance(res)])
 
 
 def sdpo_lab_headroom_fields(res: dict) -> dict:
     """Fields ``<!--f:sdpo_lab_headroom.KEY-->``: the largest median gain in greedy accuracy and in avg@k and
-    where, how many cells gain, and each warm start's median start (``start_<sft steps>``)."""
+    where, how many cells gain, each warm start's median start (``start_<sft steps>``, ``avg_start_<sft steps>``)
+    and per cell (``<sft steps>_<lr_tag(lr)>``) ``final_``, ``gain_`` and ``avg_gain_``."""
     rows = headroom_rows(res)
     best = max(rows, key=lambda r: r["gain"])
     best_avg = max(rows, key=lambda r: r["avg_final"] - r["avg_start"])
@@ -317,5 +324,18 @@ def sdpo_lab_headroom_fields(res: dict) -> dict:
            "best_avg_gain": f"{best_avg['avg_final'] - best_avg['avg_start']:+.3f}",
            "best_avg_at": f"{best_avg['sft_steps']} plain steps, lr {best_avg['lr']:g}"}
     for r in rows:
+        cell = f"{r['sft_steps']}_{lr_tag(r['lr'])}"
         out[f"start_{r['sft_steps']}"] = fmt(r["start"])
+        out[f"avg_start_{r['sft_steps']}"] = fmt(r["avg_start"])
+        teacher = res["config"]["start"][f"{r['sft_steps']}/{r['width']}"].get("teacher")
+        if teacher:
+            out[f"teacher_demo_{r['sft_steps']}"] = fmt(teacher["demo_acc"])
+        out[f"final_{cell}"] = fmt(r["final"])
+        out[f"gain_{cell}"] = f"{r['gain']:+.3f}"
+        out[f"avg_gain_{cell}"] = f"{r['avg_final'] - r['avg_start']:+.3f}"
     return out
+
+
+def lr_tag(lr: float) -> str:
+    """A learning rate as a field-name part: 3e-05 -> 3em5, 0.0001 -> 1em4."""
+    return f"{lr:.0e}".replace("e-0", "em").replace("e-", "em").replace("e+0", "e")
