@@ -9,6 +9,8 @@ GRPO per dial, and how soon each method reaches GRPO's final accuracy at the top
                                        ``sdpo-lab-discovery`` (goal 3 per dial) and ``sdpo-lab-ablations``
     sdpo_lab_stability(results) -> str  ``sdpo-lab-stability``: each teacher over a run three times the
                                        budget, median held-out accuracy by step (item 6)
+    sdpo_lab_headroom(results) -> str   ``sdpo-lab-headroom`` (bench_sdpo_lab_headroom.py): GRPO from warm
+                                       starts with more room, every warm start and learning rate
 """
 
 from __future__ import annotations
