@@ -94,7 +94,7 @@ def test_one_child_matches_one_child_per_test():
 def test_forged_report_cannot_pass():
     """A program that writes its own result records to the report pipe gets no pass."""
     forged = ("import os, json\n"
-              "for fd in range(3, 10):\n"
+              "for fd in range(3, 1024):   # the report pipe's number is the parent's (higher under pytest)\n"
               "    try:\n"
               "        os.write(fd, (json.dumps({'kind': 'result', 'value': [{'value': 2}] * 6}) + '\\n').encode())\n"
               "    except OSError:\n"
@@ -102,6 +102,31 @@ def test_forged_report_cannot_pass():
               "def f(x):\n    return 0\n")
     r = run_program_tests(forged, hidden_tests("3*x+2"))
     assert r.passed == 0 and r.score == 0.0
+    assert "more than one result reported" in r.feedback   # the forged record did reach the pipe
+
+
+def test_a_result_record_without_a_value_is_contained():
+    """A program that writes one result record with no value, then exits before the harness
+    reports, fails its tests with a clear line and does not crash the caller (it used to raise
+    KeyError in the parent)."""
+    forged = ("import os, json\n"
+              "for fd in range(3, 1024):   # the report pipe's number is the parent's (higher under pytest)\n"
+              "    try:\n"
+              "        os.write(fd, (json.dumps({'kind': 'result'}) + '\\n').encode())\n"
+              "    except OSError:\n"
+              "        pass\n"
+              "os._exit(0)\n")
+    r = run_program_tests(forged, hidden_tests("3*x+2"))
+    assert r.passed == 0 and r.score == 0.0
+    assert "did not report one result" in r.feedback
+
+
+def test_near_miss_form_is_what_python_reads():
+    """``ANSWER_RE`` takes only what Python reads as a*x+b: no leading zeros, ASCII digits, no newline."""
+    from sdpo_kit.lab.code_task import ANSWER_RE
+
+    assert ANSWER_RE.fullmatch("3*x+2") and ANSWER_RE.fullmatch("10*x+0")
+    assert not any(ANSWER_RE.fullmatch(t) for t in ("03*x+2", "3*x+2\n", "\u0663*x+2", "3*x+ 2"))
 
 
 def test_dedup_runs_each_program_once():

@@ -108,3 +108,33 @@ def test_ablation_fields_match_the_block():
     assert f["sdpo_final"] == "0.810" and f["sdpo_loss_third_final"] == "0.820"
     assert f["sdpo_norm"] == "0.3000" and f["sdpo_loss_third_norm"] == "0.3500"
     assert f["sdpo_loss_third_minus_sdpo"] == "+0.010" and "sdpo_minus_sdpo" not in f
+
+
+def headroom_results() -> dict:
+    def run(sft, lr, seed, curve, avg):
+        return {"sft_steps": sft, "width": 64, "lr": lr, "seed": seed, "start_acc": curve[0], "final_acc": curve[-1],
+                "final_avg_at_k": avg, "acc_by_step": [[100 * i, a] for i, a in enumerate(curve)]}
+    runs = [run(500, 1e-4, 0, [0.10, 0.20, 0.30], 0.10), run(500, 1e-4, 1, [0.10, 0.10, 0.20], 0.08),
+            run(2000, 1e-4, 0, [0.80, 0.78, 0.79], 0.80), run(2000, 1e-4, 1, [0.80, 0.82, 0.77], 0.70)]
+    start = {"500/64": {"greedy": 0.1, "avg_at_k": 0.05, "context_steps": 250},
+             "2000/64": {"greedy": 0.8, "avg_at_k": 0.72, "context_steps": 1000,
+                         "teacher": {"demo_acc": 0.98, "token_win_demo": 0.97}}}
+    return {**results(), "runs": runs, "config": {"steps": 200, "seeds": [0, 1], "avg_k": 16, "start": start}}
+
+
+def test_headroom_block_shows_every_cell_with_its_median_curve():
+    text = lab.sdpo_lab_headroom(headroom_results())
+    assert "| 500 | 64 | 0.0001 | 0.100 | 0.150 | 0.250 | +0.150 | 0.300, 0.200 | 0.050 | 0.090 |" in text
+    assert "| 2000 | 64 | 0.0001 | 0.800 | 0.800 | 0.780 | -0.020 | 0.790, 0.770 | 0.720 | 0.750 |" in text
+    assert "step 0 | step 100 | step 200" in text and "avg@16 start" in text and "Made by" in text
+    assert "| 2000 | 64 | 1000 | 0.800 | 0.720 | 0.980 | 0.970 |" in text and "| 500 | 64 | 250 |" not in text
+
+
+def test_headroom_fields_name_the_largest_gain():
+    f = lab.sdpo_lab_headroom_fields(headroom_results())
+    assert f["best_gain"] == "+0.150" and f["best_at"] == "500 plain steps, lr 0.0001"
+    assert f["climbing_cells"] == "1 of 2" and f["start_500"] == "0.100" and f["start_2000"] == "0.800"
+    assert f["best_avg_gain"] == "+0.040" and f["best_avg_at"] == "500 plain steps, lr 0.0001"
+    assert f["gain_2000_1em4"] == "-0.020" and f["final_500_1em4"] == "0.250" and f["avg_gain_2000_1em4"] == "+0.030"
+    assert f["teacher_demo_2000"] == "0.980" and "teacher_demo_500" not in f
+    assert f["avg_start_500"] == "0.050" and lab.lr_tag(3e-5) == "3em5" and lab.lr_tag(3e-4) == "3em4"

@@ -35,7 +35,7 @@ from sdpo_kit.lab.tasks import HINT_TEMPLATE, TASKS, completion_text
 FN_NAME = "f"
 TEST_INPUTS = (0, 1, 4, 7, 10, 13)   # the hidden tests: inside and beyond the shown range
 SHOWN_INPUTS = tuple(range(1, 10))   # the prompt shows ``terms`` of these, sorted
-ANSWER_RE = re.compile(r"^(\d+)\*x\+(\d+)$")
+ANSWER_RE = re.compile(r"(0|[1-9][0-9]*)\*x\+(0|[1-9][0-9]*)", re.ASCII)   # fullmatch: what Python reads as a*x+b
 EMPTY_FEEDBACK = "Your answer is empty: write an expression in x, such as 2*x+1."
 
 
@@ -54,7 +54,7 @@ def program(expr: str | None) -> str | None:
 def hidden_tests(answer: str) -> list[dict]:
     """Call tests of the canonical answer ``"a*x+b"``: f at every ``TEST_INPUTS`` value. Computed
     in the parent from the two integers, never by running the answer."""
-    m = ANSWER_RE.match(str(answer).strip())
+    m = ANSWER_RE.fullmatch(str(answer).strip())
     if m is None:
         raise ValueError(f"answer {answer!r} is not of the form a*x+b")
     a, b = int(m.group(1)), int(m.group(2))
@@ -141,14 +141,11 @@ class CodeTask:
 
     def feedback(self, completion, answer) -> str:
         """The code reward's feedback on the completion's program ("" when right); never the answer."""
-        if expression(completion) is None:
-            return EMPTY_FEEDBACK
-        return self.results([completion], [answer])[0].feedback
+        return self.feedback_many([completion], [answer])[0]
 
     def feedback_many(self, completions, answers) -> list[str]:
         """``feedback`` for many completions, their programs run as one deduplicated batch."""
-        results = self.results(completions, answers)
-        return [EMPTY_FEEDBACK if expression(c) is None else r.feedback for c, r in zip(completions, results)]
+        return [s["feedback"] for s in self.scored(completions, answers)]
 
     def scored(self, completions, answers) -> list[dict]:
         """``{"score", "feedback"}`` per completion, the programs run as one deduplicated batch: the
@@ -166,7 +163,7 @@ class CodeTask:
 
         out = []
         for wrong, answer in zip(wrongs, answers):
-            m = ANSWER_RE.match(wrong)
+            m = ANSWER_RE.fullmatch(wrong)
             if m is None:
                 raise ValueError(f"near_miss_feedback takes expressions a*x+b, got {wrong!r}")
             a, b = int(m.group(1)), int(m.group(2))
@@ -181,7 +178,7 @@ class CodeTask:
     def near_miss(self, answer: str, rng: random.Random) -> str:
         """A wrong expression of the answer's form (the skill dial's stand-in for a failed
         attempt): the slope or the intercept off by one, or, half the time, any other value."""
-        m = ANSWER_RE.match(answer)
+        m = ANSWER_RE.fullmatch(answer)
         a, b = int(m.group(1)), int(m.group(2))
         hi = 10**self.digits
         while True:

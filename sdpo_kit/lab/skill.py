@@ -77,12 +77,10 @@ def context_rows(task, rows: list[dict], *, seed: int = 0, templates: str = "trl
         kind = rng.choices(KINDS, weights=((1 - feedback_share) / 2, feedback_share, (1 - feedback_share) / 2))[0]
         wrong = task.format_answer(miss(r["answer"], rng)) if kind in ("feedback", "both") else None
         drafts.append((r, kind, wrong))
-    # the checker's words on each near miss: in one batch where the task scores batches (lab_code's sandbox)
+    # the checker's words on each near miss (lab_code renders them without running anything)
     asked = [(wrong, r["answer"]) for r, _, wrong in drafts if wrong is not None]
     if hasattr(task, "near_miss_feedback"):   # lab_code: the near misses' values are known, no sandbox needed
         said = iter(task.near_miss_feedback([w for w, _ in asked], [a for _, a in asked]))
-    elif hasattr(task, "feedback_many"):
-        said = iter(task.feedback_many([w for w, _ in asked], [a for _, a in asked]))
     else:
         said = iter([task.feedback(w, a) for w, a in asked])
     out = []

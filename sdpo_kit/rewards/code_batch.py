@@ -5,8 +5,8 @@ program once per batch.
     run_programs_many(jobs)          many (code, tests) pairs, identical pairs run once, on a pool
 
 ``code_runner.run_tests`` starts one child per test (the isolation LiveCodeBench gets: a test
-cannot see what an earlier one left behind). A lab step samples 128 completions with 4 tests
-each; at one child per test that is ~6 s a step on 2 cores, and the tiny model repeats itself.
+cannot see what an earlier one left behind). A lab step samples 128 completions with six tests
+each (``bench_code_reward.py`` times one step all three ways), and the tiny model repeats itself.
 Here the child gets the list of argument lists only (never the expected values); a harness
 function appended to the program calls the model's function on each and returns, per test,
 ``{"value": ...}`` or ``{"error": ...}``. The parent compares each claimed value with the
@@ -56,7 +56,7 @@ def whole_run_outcomes(tests: list[dict], run, timeout_s: float) -> list[TestOut
     much output): the first test gets ``grade``'s verdict and the rest share it (after a time
     limit they are "skipped", as in ``run_tests``). None when the harness returned a result."""
     first = grade(0, tests[0], run, cpu_limit=timeout_s)  # its pass / wrong verdict means nothing here
-    results = [r for r in run.records if r.get("kind") == "result"]
+    results = [r for r in run.records if r.get("kind") == "result" and "value" in r]   # as ``grade`` counts them
     if first.status in ("passed", "wrong_answer") and not run.output_exceeded and len(results) == 1:
         return None
     if first.status in ("passed", "wrong_answer"):  # too much output, no result or forged extra ones

@@ -88,4 +88,3 @@ def task_feedback_reward(task, answer_field: str = "answer") -> RewardFunc:
     feedback.required_columns = (answer_field,)
     feedback.__name__ = "feedback"
     return feedback
-

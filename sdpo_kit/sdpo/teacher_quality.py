@@ -49,13 +49,6 @@ def _correct(task, completions, answers) -> list[bool]:
     return [task.is_correct(c, a) for c, a in zip(completions, answers)]
 
 
-def _feedback(task, completions, answers) -> list[str]:
-    """``task.feedback`` per completion, batched as ``_correct`` is."""
-    if hasattr(task, "scored"):
-        return [s["feedback"] for s in task.scored(completions, answers)]
-    return [task.feedback(c, a) for c, a in zip(completions, answers)]
-
-
 @torch.no_grad()
 def _right_token_probs(model, tokenizer, prompts, completions, rights, batch_size) -> list[list[float]]:
     """p(right token at t | prompt, completion_<t) for each row's characters (teacher forcing)."""
@@ -87,11 +80,14 @@ def teacher_quality(model, tokenizer, task, rows: list[dict], *, batch_size: int
     rights = [task.format_answer(r[col]) for r in rows]
     student = _greedy(model, tokenizer, task, prompts, max_new_tokens, batch_size)
     answers = [r[col] for r in rows]
-    ok = _correct(task, student, answers)
+    # a task that scores batches returns each completion's feedback with its score: the sandbox runs once
+    scored = task.scored(student, answers) if hasattr(task, "scored") else None
+    ok = [s["score"] == 1.0 for s in scored] if scored is not None else _correct(task, student, answers)
     demo_prompts = [reprompt(p, right, None, **templates) for p, right in zip(prompts, rights)]
     demo = _greedy(model, tokenizer, task, demo_prompts, max_new_tokens, batch_size)
     wrong = [i for i, good in enumerate(ok) if not good]
-    said = _feedback(task, [student[i] for i in wrong], [answers[i] for i in wrong])
+    said = ([scored[i]["feedback"] for i in wrong] if scored is not None
+            else [task.feedback(student[i], answers[i]) for i in wrong])
     fb_prompts = [reprompt(prompts[i], None, text, **templates) for i, text in zip(wrong, said)]
     fb = _greedy(model, tokenizer, task, fb_prompts, max_new_tokens, batch_size) if wrong else []
     out = {"n": len(rows), "plain_acc": sum(ok) / len(rows),
