@@ -91,15 +91,20 @@ def test_one_child_matches_one_child_per_test():
         assert (one.passed, one.score) == (per_test.passed, per_test.score)
 
 
+def forging(record: str, tail: str) -> str:
+    """A program that writes ``record`` (a Python dict literal) as a report line to every open fd (the
+    report pipe's number is the parent's, higher under pytest), then runs ``tail``."""
+    return ("import os, json\n"
+            "for fd in range(3, 1024):\n"
+            "    try:\n"
+            f"        os.write(fd, (json.dumps({record}) + '\\n').encode())\n"
+            "    except OSError:\n"
+            "        pass\n" + tail)
+
+
 def test_forged_report_cannot_pass():
     """A program that writes its own result records to the report pipe gets no pass."""
-    forged = ("import os, json\n"
-              "for fd in range(3, 1024):   # the report pipe's number is the parent's (higher under pytest)\n"
-              "    try:\n"
-              "        os.write(fd, (json.dumps({'kind': 'result', 'value': [{'value': 2}] * 6}) + '\\n').encode())\n"
-              "    except OSError:\n"
-              "        pass\n"
-              "def f(x):\n    return 0\n")
+    forged = forging("{'kind': 'result', 'value': [{'value': 2}] * 6}", "def f(x):\n    return 0\n")
     r = run_program_tests(forged, hidden_tests("3*x+2"))
     assert r.passed == 0 and r.score == 0.0
     assert "more than one result reported" in r.feedback   # the forged record did reach the pipe
@@ -109,13 +114,7 @@ def test_a_result_record_without_a_value_is_contained():
     """A program that writes one result record with no value, then exits before the harness
     reports, fails its tests with a clear line and does not crash the caller (it used to raise
     KeyError in the parent)."""
-    forged = ("import os, json\n"
-              "for fd in range(3, 1024):   # the report pipe's number is the parent's (higher under pytest)\n"
-              "    try:\n"
-              "        os.write(fd, (json.dumps({'kind': 'result'}) + '\\n').encode())\n"
-              "    except OSError:\n"
-              "        pass\n"
-              "os._exit(0)\n")
+    forged = forging("{'kind': 'result'}", "os._exit(0)\n")
     r = run_program_tests(forged, hidden_tests("3*x+2"))
     assert r.passed == 0 and r.score == 0.0
     assert "did not report one result" in r.feedback
