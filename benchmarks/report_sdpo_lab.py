@@ -245,6 +245,12 @@ def sdpo_lab_ablations_fields(res: dict) -> dict:
     return out
 
 
+def median_curve(runs: list[dict]) -> dict:
+    """{step: the median over ``runs`` of the held-out accuracy at that step} (the first run's steps)."""
+    return {step: statistics.median(dict(map(tuple, r["acc_by_step"]))[step] for r in runs)
+            for step, _ in runs[0]["acc_by_step"]}
+
+
 TEACHERS = {"sdpo": "EMA (rate 0.05)", "sdpo_frozen": "frozen (the warm start)", "sdpo_live": "live (the policy)",
             "grpo": "none (GRPO)"}
 
@@ -259,8 +265,7 @@ def sdpo_lab_stability(res: dict) -> str:
     rows = []
     for m in c["methods"]:
         runs = runs_of(res, m, dial)
-        curve = {step: statistics.median(dict(map(tuple, r["acc_by_step"]))[step] for r in runs)
-                 for step, _ in runs[0]["acc_by_step"]}
+        curve = median_curve(runs)
         low = min(curve, key=lambda step: (curve[step], step))
         rows.append([f"`{m}`", TEACHERS.get(m, ""), *[curve[k] for k in marks], f"{fmt(curve[low])} (step {low})",
                      ", ".join(fmt(r["final_acc"]) for r in runs)])
@@ -278,9 +283,7 @@ def headroom_rows(res: dict) -> list[dict]:
     out = []
     for key in dict.fromkeys((r["sft_steps"], r["width"], r["lr"]) for r in res["runs"]):
         runs = sorted((r for r in res["runs"] if (r["sft_steps"], r["width"], r["lr"]) == key), key=lambda r: r["seed"])
-        curve = {step: statistics.median(dict(map(tuple, r["acc_by_step"]))[step] for r in runs)
-                 for step, _ in runs[0]["acc_by_step"]}
-        out.append({"sft_steps": key[0], "width": key[1], "lr": key[2], "curve": curve,
+        out.append({"sft_steps": key[0], "width": key[1], "lr": key[2], "curve": median_curve(runs),
                     "start": statistics.median(r["start_acc"] for r in runs),
                     "final": statistics.median(r["final_acc"] for r in runs),
                     "gain": statistics.median(r["final_acc"] - r["start_acc"] for r in runs),
