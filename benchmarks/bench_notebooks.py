@@ -1,6 +1,6 @@
 """Wall time of every notebook, in smoke mode (as CI runs them) or full size, and their results.
 
-    python benchmarks/bench_notebooks.py [--full] [notebooks/NN_*.ipynb ...]
+    python benchmarks/bench_notebooks.py [--full] [--cold] [notebooks/NN_*.ipynb ...]
 
 Executes each notebook with nbclient in a fresh kernel (``MPLBACKEND=Agg``, the exercises on
 their reference answers, ``SDPO_KIT_SOLUTIONS=1``), with ``SDPO_KIT_SMOKE=1`` unless ``--full``.
@@ -8,6 +8,9 @@ A notebook that defines a ``RESULTS`` dict (its key figures: accuracies, speeds,
 read back after the run. Writes ``benchmarks/results/notebooks_smoke.json`` or
 ``notebooks_full.json`` (a run over some notebooks updates their entries and keeps the others);
 ``report.py`` renders the README's table and the reference figures quoted in each notebook.
+``--cold`` runs each notebook from an empty cache of its own (``SDPO_KIT_CACHE`` in a fresh temporary
+folder, removed after), as a fresh clone's CI meets it: the warm starts are built, not loaded. It
+writes ``notebooks_smoke_cold.json`` (or ``notebooks_full_cold.json``) and leaves the warm files alone.
 The brief's budget for smoke mode: 15 minutes on 2 CPU cores.
 """
 
@@ -17,6 +20,8 @@ import argparse
 import datetime as dt
 import json
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +47,7 @@ def run_notebook(path: Path) -> tuple[float, dict | None]:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="full size (no SDPO_KIT_SMOKE)")
+    ap.add_argument("--cold", action="store_true", help="each notebook from an empty warm-start cache of its own")
     ap.add_argument("paths", nargs="*", help="notebooks to run (default: all)")
     args = ap.parse_args()
     paths = [Path(p).resolve() for p in args.paths] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -50,12 +56,19 @@ def main():
         os.environ.pop("SDPO_KIT_SMOKE", None)
     else:
         os.environ["SDPO_KIT_SMOKE"] = "1"
-    name = "notebooks_full" if args.full else "notebooks_smoke"
+    name = ("notebooks_full" if args.full else "notebooks_smoke") + ("_cold" if args.cold else "")
     previous = {}
     if (RESULTS / f"{name}.json").exists():  # a partial run keeps the other notebooks' entries
         previous = {r["notebook"]: r for r in json.loads((RESULTS / f"{name}.json").read_text())["runs"]}
     for p in paths:
-        seconds, results = run_notebook(p)
+        cache = tempfile.mkdtemp(prefix="sdpo_kit_cold_") if args.cold else None
+        if cache:
+            os.environ["SDPO_KIT_CACHE"] = cache               # the kernel starts with this environment
+        try:
+            seconds, results = run_notebook(p)
+        finally:
+            if cache:
+                shutil.rmtree(cache, ignore_errors=True)
         previous[p.stem] = {"notebook": p.stem, "wall_s": round(seconds, 1), "results": results,
                             "command": command(), "date": dt.date.today().isoformat(), "commit": git_commit()}
         print(f"{p.name}: {seconds:.1f} s; RESULTS = {results}", flush=True)
@@ -63,7 +76,8 @@ def main():
     total = sum(r["wall_s"] for r in runs)
     print(f"\nmachine: {machine()}\n")
     print(table(["notebook", "wall s"], [[r["notebook"], r["wall_s"]] for r in runs] + [["total", total]]))
-    write_results(name, config={"smoke": not args.full, "env": {"MPLBACKEND": "Agg", "SDPO_KIT_SOLUTIONS": "1"}},
+    write_results(name, config={"smoke": not args.full, "cold": args.cold,
+                                "env": {"MPLBACKEND": "Agg", "SDPO_KIT_SOLUTIONS": "1"}},
                   runs=runs, summary={"total_s": round(total, 1)})
 
 

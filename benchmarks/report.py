@@ -227,6 +227,7 @@ BLOCKS = {
     "demo-top-k50": ("demo_top_k50", demo_variant),
     "notebooks-smoke": ("notebooks_smoke", notebooks),
     "notebooks-full": ("notebooks_full", notebooks),
+    "notebooks-smoke-cold": ("notebooks_smoke_cold", notebooks),
     "lab": ("lab", lab),
     "vapor": ("vapor", vapor),
     "sdpo": ("sdpo", sdpo),
@@ -244,10 +245,10 @@ BLOCKS = {
     "fresh-clone": ("fresh_clone", fresh_clone),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
-MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "sdpo_lab_signal": "bench_sdpo_lab_signal.py", "sdpo_lab_signal_1000": "bench_sdpo_lab_signal.py --dial max --steps 1000 --out sdpo_lab_signal_1000.json", "sdpo_lab_discovery": "bench_sdpo_lab.py --no-runs --discovery --out sdpo_lab_discovery.json", "sdpo_lab_ablations": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_loss_third sdpo_sequence sdpo_topk sdpo_full_logits sdpo_paper sdpo_frozen sdpo_live sdpo_feedback_only_without_solution --lr sdpo=1e-4 sdpo_loss_third=1e-4 sdpo_sequence=1e-4 sdpo_topk=1e-4 sdpo_full_logits=1e-4 sdpo_paper=1e-4 sdpo_frozen=1e-4 sdpo_live=1e-4 sdpo_feedback_only_without_solution=1e-4 --out sdpo_lab_ablations.json --jobs 2", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
-          "notebooks_full": "bench_notebooks.py --full", "lab": "bench_lab.py", "code_lab": "bench_code_lab.py",
+MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "sdpo_lab_signal": "bench_sdpo_lab_signal.py", "sdpo_lab_signal_1000": "bench_sdpo_lab_signal.py --dial max --steps 1000 --out sdpo_lab_signal_1000.json", "sdpo_lab_discovery": "bench_sdpo_lab.py --no-runs --discovery --out sdpo_lab_discovery.json", "sdpo_lab_ablations": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_loss_third sdpo_sequence sdpo_topk sdpo_full_logits sdpo_paper sdpo_frozen sdpo_live sdpo_feedback_only_without_solution --lr sdpo=1e-05 sdpo_loss_third=1e-05 sdpo_sequence=1e-05 sdpo_topk=1e-05 sdpo_full_logits=1e-05 sdpo_paper=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 sdpo_feedback_only_without_solution=1e-05 --out sdpo_lab_ablations.json --jobs 2", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
+          "notebooks_full": "bench_notebooks.py --full", "notebooks_smoke_cold": "bench_notebooks.py --cold", "lab": "bench_lab.py", "code_lab": "bench_code_lab.py",
           "sdpo_lab_stability": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_frozen sdpo_live grpo --steps 600 "
-          "--seeds 0 1 2 --lr sdpo=1e-4 sdpo_frozen=1e-4 sdpo_live=1e-4 grpo=1e-4 --out sdpo_lab_stability.json --jobs 2",
+          "--seeds 0 1 2 --lr sdpo=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 grpo=1e-05 --out sdpo_lab_stability.json --jobs 2",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
           "trainer.lr_scheduler_type=constant --name demo_constant_lr",
           "demo_copy_warm_start": "bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start",

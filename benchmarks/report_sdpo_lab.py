@@ -53,6 +53,31 @@ def reach(res: dict, dial) -> dict:
     return out
 
 
+def steps_fmt(x) -> str:
+    """A step count (or a median of them) without trailing zeros; "None" when never reached."""
+    return "None" if x is None else f"{x:g}"
+
+
+def reach_goal(r: dict, budget: int, method: str = "sdpo") -> str:
+    """Issue 17's goal 2.2 for ``method``, on one ``reach`` result: at most half of GRPO's steps to GRPO's final
+    accuracy. Read two ways, both stated: against GRPO's budget (the steps GRPO ran to get there) and against the
+    steps GRPO itself first reached it in (which is what "sooner" means when GRPO gets there before the end)."""
+    v, grpo = r["methods"].get(method), r["methods"].get("grpo", {}).get("median")
+    if v is None:
+        return ""
+    if v["median"] is None:
+        return f"`{method}` never reaches GRPO's final accuracy within {budget} steps. Goal (at most half of GRPO's steps): not met."
+    by_budget = v["median"] / budget
+    by_grpo = None if not grpo else v["median"] / grpo
+    verdict = {(True, True): "met both ways", (True, False): "met against the budget, not against GRPO's own steps",
+               (False, False): "not met", (False, True): "met against GRPO's own steps, not against the budget"}
+    key = (by_budget <= 0.5, by_grpo is not None and by_grpo <= 0.5)
+    grpo_part = "" if by_grpo is None else f", {by_grpo:.2f} of the {steps_fmt(grpo)} GRPO itself first reaches it in"
+    return (f"`{method}` reaches it at a median of {steps_fmt(v['median'])} steps ({v['reached']} of "
+            f"{len(v['steps'])} seeds): {by_budget:.2f} of GRPO's {budget}-step budget{grpo_part}. "
+            f"Goal (at most half of GRPO's steps): {verdict[key]}.")
+
+
 def sdpo_lab(res: dict) -> str:
     s, cfg = res["summary"], res["config"]
     dials, methods = [str(d) for d in cfg["dials"]], cfg["methods"]
@@ -75,7 +100,7 @@ def sdpo_lab(res: dict) -> str:
     top = dials[-1]
     r = reach(res, top)
     grpo_steps = r["methods"].get("grpo", {}).get("median")
-    reach_rows = [[f"`{m}`", fmt(v["steps"]), f"{v['reached']} of {len(v['steps'])}", fmt(v["median"]),
+    reach_rows = [[f"`{m}`", fmt(v["steps"]), f"{v['reached']} of {len(v['steps'])}", steps_fmt(v["median"]),
                    "" if not (grpo_steps and v["median"]) else f"{v['median'] / grpo_steps:.2f}"]
                   for m, v in r["methods"].items()]
     parts = [teacher, "",
@@ -85,6 +110,7 @@ def sdpo_lab(res: dict) -> str:
         parts += [f"Steps to reach GRPO's median final accuracy ({r['target']:.3f}) at the top dial ({top}), evaluated "
                   f"every {_eval_every(res)} steps:", "",
                   md_table(["method", "steps per seed", "reached", "median steps", "over GRPO's"], reach_rows)]
+        parts += ["", " ".join(g for g in (reach_goal(r, cfg["steps"], m) for m in r["methods"] if m != "grpo") if g)]
     else:
         parts += [f"At the top dial ({top}) GRPO's median final accuracy ({r['target']:.3f}) is not above its start "
                   f"({r['target'] - r['gain']:.3f}): GRPO did not improve in {cfg['steps']} steps, so steps-to-GRPO "
@@ -128,8 +154,11 @@ def sdpo_lab_fields(res: dict) -> dict:
     r = reach(res, hi)
     out["grpo_target"], out["grpo_gain"] = fmt(r["target"]), f"{r['gain']:+.3f}"
     for m, v in r["methods"].items():
-        out[f"{m}_steps_to_grpo"] = fmt(v["median"])
+        out[f"{m}_steps_to_grpo"] = steps_fmt(v["median"])
         out[f"{m}_reached"] = f"{v['reached']} of {len(v['steps'])}"
+        grpo = r["methods"].get("grpo", {}).get("median")
+        out[f"{m}_steps_over_budget"] = "n/a" if v["median"] is None else f"{v['median'] / cfg['steps']:.2f}"
+        out[f"{m}_steps_over_grpo"] = "n/a" if v["median"] is None or not grpo else f"{v['median'] / grpo:.2f}"
     return out
 
 

@@ -45,9 +45,27 @@ def test_fields_and_block_hold_the_paired_differences():
     assert f["sdpo_minus_grpo_min"] == "-0.250"                   # median of -0.34 and -0.16
     assert f["sdpo_minus_grpo_max"] == "+0.005"                   # median of +0.06 and -0.05
     assert f["plain_spread"] == "0.020" and f["sdpo_steps_to_grpo"] == "25"
+    assert f["sdpo_steps_over_budget"] == "0.50" and f["sdpo_steps_over_grpo"] == "0.50"   # 25 of 50; GRPO's 50
+    assert f["grpo_steps_to_grpo"] == "50"
     block = lab.sdpo_lab(results())
     assert "| 9 | `sdpo` | 0.0001 | 0.865 | 0.900, 0.830 | +0.005 |" in block
     assert "| `sdpo` | 25, None | 1 of 2 | 25 | 0.50 |" in block
+    assert "Goal (at most half of GRPO's steps): met both ways." in block
+
+
+def test_goal_22_is_read_against_the_budget_and_against_grpos_own_steps():
+    r = {"methods": {"grpo": {"steps": [100, 100], "reached": 2, "median": 100},
+                     "sdpo": {"steps": [25, 75], "reached": 2, "median": 50.0}}}
+    line = lab.reach_goal(r, 200)
+    assert "median of 50 steps (2 of 2 seeds): 0.25 of GRPO's 200-step budget, 0.50 of the 100" in line
+    assert line.endswith("Goal (at most half of GRPO's steps): met both ways.")
+    r["methods"]["grpo"]["median"] = 50                                   # GRPO got there as soon as SDPO
+    assert lab.reach_goal(r, 200).endswith("met against the budget, not against GRPO's own steps.")
+    r["methods"]["sdpo"]["median"] = 150
+    assert lab.reach_goal(r, 200).endswith("not met.") and "met against" not in lab.reach_goal(r, 200)
+    r["methods"]["sdpo"] = {"steps": [None, None], "reached": 0, "median": None}
+    assert "never reaches" in lab.reach_goal(r, 200) and lab.reach_goal(r, 200).endswith("not met.")
+    assert lab.reach_goal(r, 200, "sdpo_feedback") == ""                   # a method the run did not have
 
 
 def test_no_steps_to_grpo_when_grpo_did_not_improve():
