@@ -8,6 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import report_sdpo_lab as lab  # noqa: E402  (benchmarks/report_sdpo_lab.py)
+import report_sdpo_room as room  # noqa: E402  (benchmarks/report_sdpo_room.py)
 
 
 def results() -> dict:
@@ -141,7 +142,7 @@ def headroom_results() -> dict:
 
 
 def test_headroom_block_shows_every_cell_with_its_median_curve():
-    text = lab.sdpo_lab_headroom(headroom_results())
+    text = room.sdpo_lab_headroom(headroom_results())
     assert "| 500 | 64 | 0.0001 | 0.100 | 0.150 | 0.250 | +0.150 | 0.300, 0.200 | 0.050 | 0.090 |" in text
     assert "| 2000 | 64 | 0.0001 | 0.800 | 0.800 | 0.780 | -0.020 | 0.790, 0.770 | 0.720 | 0.750 |" in text
     assert "step 0 | step 100 | step 200" in text and "avg@16 start" in text and "Made by" in text
@@ -149,10 +150,32 @@ def test_headroom_block_shows_every_cell_with_its_median_curve():
 
 
 def test_headroom_fields_name_the_largest_gain():
-    f = lab.sdpo_lab_headroom_fields(headroom_results())
+    f = room.sdpo_lab_headroom_fields(headroom_results())
     assert f["best_gain"] == "+0.150" and f["best_at"] == "500 plain steps, lr 0.0001"
     assert f["climbing_cells"] == "1 of 2" and f["start_500"] == "0.100" and f["start_2000"] == "0.800"
     assert f["best_avg_gain"] == "+0.040" and f["best_avg_at"] == "500 plain steps, lr 0.0001"
     assert f["gain_2000_1em4"] == "-0.020" and f["final_500_1em4"] == "0.250" and f["avg_gain_2000_1em4"] == "+0.030"
     assert f["teacher_demo_2000"] == "0.980" and "teacher_demo_500" not in f
-    assert f["avg_start_500"] == "0.050" and lab.lr_tag(3e-5) == "3em5" and lab.lr_tag(3e-4) == "3em4"
+    assert f["avg_start_500"] == "0.050" and room.lr_tag(3e-5) == "3em5" and room.lr_tag(3e-4) == "3em4"
+
+
+def room_results() -> dict:
+    res = results()
+    res["runs"] = [r for r in res["runs"] if r["dial"] == 9]        # training runs at the highest dial only
+    res["config"] = {**res["config"], "sft_steps": 1500}
+    return res
+
+
+def test_room_block_names_its_warm_starts_and_grpos_curve_then_the_lab_tables():
+    text = room.sdpo_lab_room(room_results())
+    assert text.startswith("Warm starts with 1500 plain SFT steps") and "training runs at 1500 + 9" in text
+    assert "GRPO's median held-out accuracy by step: 0.800 (step 0), 0.830 (step 25), 0.860 (step 50)." in text
+    assert "| 9 | `sdpo` | 0.0001 | 0.865 | 0.900, 0.830 | +0.005 |" in text and "| 0 | `sdpo`" not in text
+    assert "| 0 | 0.800 | 0.000 |" in text                        # the teacher at every dial, trained or not
+
+
+def test_room_fields_hold_each_dials_teacher_and_the_goal():
+    f = room.sdpo_lab_room_fields(room_results())
+    assert f["plain_9"] == "0.780" and f["demo_9"] == "0.970" and f["demo_0"] == "0.000"
+    assert f["goal_sdpo"].endswith("Goal (at most half of GRPO's steps): met both ways.")
+    assert f["sdpo_minus_grpo_max"] == "+0.005"

@@ -1,0 +1,112 @@
+"""Does GRPO have room in the skill lab, and does SDPO reach it sooner there? (issue 17, goal 2.2's premise)
+
+    sdpo_lab_headroom(results) -> str   ``sdpo-lab-headroom`` (bench_sdpo_lab_headroom.py): GRPO from warm
+                                        starts with more room, every warm start and learning rate
+    sdpo_lab_room(results) -> str       ``sdpo-lab-room`` (bench_sdpo_lab_room.py): a smaller plain budget with
+                                        the context steps set apart, its teachers, then bench_sdpo_lab's protocol
+    *_fields(results) -> dict           numbers inside prose
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from report_format import fmt, md_table, provenance
+from report_sdpo_lab import median_curve, reach, reach_goal, sdpo_lab, sdpo_lab_fields
+
+
+def headroom_rows(res: dict) -> list[dict]:
+    """Per warm start (plain SFT steps, width) and learning rate: the median curve over the seeds
+    ({step: acc}), the median start, final and final minus start, and the seeds' finals."""
+    out = []
+    for key in dict.fromkeys((r["sft_steps"], r["width"], r["lr"]) for r in res["runs"]):
+        runs = sorted((r for r in res["runs"] if (r["sft_steps"], r["width"], r["lr"]) == key), key=lambda r: r["seed"])
+        out.append({"sft_steps": key[0], "width": key[1], "lr": key[2], "curve": median_curve(runs),
+                    "start": statistics.median(r["start_acc"] for r in runs),
+                    "final": statistics.median(r["final_acc"] for r in runs),
+                    "gain": statistics.median(r["final_acc"] - r["start_acc"] for r in runs),
+                    "finals": [r["final_acc"] for r in runs],
+                    "avg_start": res["config"]["start"][f"{key[0]}/{key[1]}"]["avg_at_k"],
+                    "avg_final": statistics.median(r["final_avg_at_k"] for r in runs)})
+    return out
+
+
+def sdpo_lab_headroom(res: dict) -> str:
+    """The block ``<!-- report:sdpo-lab-headroom -->``: GRPO's median held-out curve from each warm start
+    at each learning rate (every cell of the grid, nothing picked)."""
+    c = res["config"]
+    rows = headroom_rows(res)
+    marks = sorted({step for r in rows for step in r["curve"] if step % 100 == 0})
+    table = [[r["sft_steps"], r["width"], f"{r['lr']:g}", *[r["curve"].get(k) for k in marks], f"{r['gain']:+.3f}",
+              fmt(r["finals"]), r["avg_start"], r["avg_final"]] for r in rows]
+    k = c["avg_k"]
+    starts = [[*key.split("/"), w["context_steps"], w["greedy"], w["avg_at_k"], w["teacher"]["demo_acc"],
+               w["teacher"]["token_win_demo"]] for key, w in c["start"].items() if "teacher" in w]
+    warm = [] if not starts else [
+        "The warm starts (held-out; the teacher as in the dial table):", "",
+        md_table(["plain SFT steps", "width", "context steps", "greedy acc", f"avg@{c['avg_k']}",
+                  "teacher acc, sibling's answer", "token win, sibling"], starts), ""]
+    head = (f"GRPO ({c['steps']} steps, the skill lab's recipe) from warm starts with fewer plain SFT steps "
+            f"(context steps: half of them), seeds {', '.join(map(str, c['seeds']))}; median held-out greedy "
+            f"accuracy by step, and avg@{c['avg_k']} (the mean success rate of {c['avg_k']} samples at the training "
+            f"temperature) at the start and the end:")
+    return "\n".join([*warm, head, "", md_table(["plain SFT steps", "width", "lr", *[f"step {k}" for k in marks],
+                                          "final - start (median)", "final per seed", f"avg@{k} start",
+                                          f"avg@{k} final (median)"], table), "", provenance(res)])
+
+
+def sdpo_lab_headroom_fields(res: dict) -> dict:
+    """Fields ``<!--f:sdpo_lab_headroom.KEY-->``: the largest median gain in greedy accuracy and in avg@k and
+    where, how many cells gain, each warm start's median start (``start_<sft steps>``, ``avg_start_<sft steps>``)
+    and per cell (``<sft steps>_<lr_tag(lr)>``) ``final_``, ``gain_`` and ``avg_gain_``."""
+    rows = headroom_rows(res)
+    best = max(rows, key=lambda r: r["gain"])
+    best_avg = max(rows, key=lambda r: r["avg_final"] - r["avg_start"])
+    out = {"best_gain": f"{best['gain']:+.3f}", "best_at": f"{best['sft_steps']} plain steps, lr {best['lr']:g}",
+           "climbing_cells": f"{sum(r['gain'] > 0 for r in rows)} of {len(rows)}",
+           "best_avg_gain": f"{best_avg['avg_final'] - best_avg['avg_start']:+.3f}",
+           "best_avg_at": f"{best_avg['sft_steps']} plain steps, lr {best_avg['lr']:g}"}
+    for r in rows:
+        cell = f"{r['sft_steps']}_{lr_tag(r['lr'])}"
+        out[f"start_{r['sft_steps']}"] = fmt(r["start"])
+        out[f"avg_start_{r['sft_steps']}"] = fmt(r["avg_start"])
+        teacher = res["config"]["start"][f"{r['sft_steps']}/{r['width']}"].get("teacher")
+        if teacher:
+            out[f"teacher_demo_{r['sft_steps']}"] = fmt(teacher["demo_acc"])
+        out[f"final_{cell}"] = fmt(r["final"])
+        out[f"gain_{cell}"] = f"{r['gain']:+.3f}"
+        out[f"avg_gain_{cell}"] = f"{r['avg_final'] - r['avg_start']:+.3f}"
+    return out
+
+
+def lr_tag(lr: float) -> str:
+    """A learning rate as a field-name part: 3e-05 -> 3em5, 0.0001 -> 1em4."""
+    return f"{lr:.0e}".replace("e-0", "em").replace("e-", "em").replace("e+0", "e")
+
+
+# --- a smaller plain budget, the context steps set apart (bench_sdpo_lab_room.py) ---
+
+def sdpo_lab_room(res: dict) -> str:
+    """The block ``<!-- report:sdpo-lab-room -->``: ``sdpo_lab``'s tables (the teacher per dial, then the
+    tuned runs at the highest dial and the steps to GRPO's final accuracy), under a line saying which
+    warm starts these are, with GRPO's median held-out curve."""
+    c = res["config"]
+    top = str(c["dials"][-1])
+    curve = median_curve([r for r in res["runs"] if r["method"] == "grpo"])
+    head = (f"Warm starts with {c['sft_steps']} plain SFT steps (the lab's: 2000) and the context steps (the dial) "
+            f"set apart from them, up to the whole budget; training runs at {c['sft_steps']} + {top}. GRPO's median "
+            f"held-out accuracy by step: " + ", ".join(f"{fmt(a)} (step {k})" for k, a in curve.items()) + ".")
+    return head + "\n\n" + sdpo_lab(res)
+
+
+def sdpo_lab_room_fields(res: dict) -> dict:
+    """``sdpo_lab_fields`` at this warm start (``<!--f:sdpo_lab_room.KEY-->``), plus each dial's teacher
+    (``plain_<dial>``, ``demo_<dial>``) and the goal's sentence per method (``goal_<method>``)."""
+    out = sdpo_lab_fields(res)
+    for d, q in res["summary"]["teacher"].items():
+        out[f"plain_{d}"], out[f"demo_{d}"] = fmt(q["plain_acc"]), fmt(q["demo_acc"])
+    r = reach(res, str(res["config"]["dials"][-1]))
+    for m in res["config"]["methods"]:
+        if m != "grpo":
+            out[f"goal_{m}"] = reach_goal(r, res["config"]["steps"], m) or "n/a"
+    return out
