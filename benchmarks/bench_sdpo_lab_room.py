@@ -100,7 +100,7 @@ def teacher_row(sft_steps: int, dial: int) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sft-steps", type=int, default=1500, help="the plain SFT budget (the lab's is 2000)")
-    ap.add_argument("--dial", type=int, nargs="+", default=[1000, 1500],
+    ap.add_argument("--dial", type=int, nargs="+", default=[1000, 1250, 1500],
                     help="context steps per warm start (the teacher table); training runs at the highest")
     ap.add_argument("--methods", nargs="+", default=["grpo", "sdpo", "sdpo_feedback"], choices=METHODS)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
