@@ -36,6 +36,8 @@ from report_sdpo_lab import (
     sdpo_lab_fields,
     sdpo_lab_signal,
     sdpo_lab_stability,
+    sdpo_lab_transfer,
+    sdpo_lab_transfer_fields,
 )
 from report_sdpo_room import sdpo_lab_headroom, sdpo_lab_headroom_fields, sdpo_lab_room, sdpo_lab_room_fields
 
@@ -238,6 +240,7 @@ BLOCKS = {
     "sdpo-lab-stability": ("sdpo_lab_stability", sdpo_lab_stability),
     "sdpo-lab-headroom": ("sdpo_lab_headroom", sdpo_lab_headroom),
     "sdpo-lab-room": ("sdpo_lab_room", sdpo_lab_room),
+    "sdpo-lab-transfer": ("sdpo_lab_transfer", sdpo_lab_transfer),
     "ppo": ("ppo", ppo),
     "export": ("export", export_table),
     "code-reward": ("code_reward", code_reward),
@@ -254,7 +257,8 @@ MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdp
           "demo_copy_warm_start": "bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start",
           "demo_top_k50": "bench_demo.py --set trainer.top_k=50 --name demo_top_k50",
           "code_reward": "bench_code_reward.py", "sdpo_lab_headroom": "bench_sdpo_lab_headroom.py --jobs 1",
-          "sdpo_lab_room": "bench_sdpo_lab_room.py --jobs 2"}
+          "sdpo_lab_room": "bench_sdpo_lab_room.py --jobs 2",
+          "sdpo_lab_transfer": "bench_sdpo_lab_transfer.py"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -318,7 +322,7 @@ def notebook_fields(nb: str):
 
 # field file name -> (results file, function of the results -> {field: text})
 FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_fields),
-          "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields), "sdpo_lab_headroom": ("sdpo_lab_headroom", sdpo_lab_headroom_fields), "sdpo_lab_room": ("sdpo_lab_room", sdpo_lab_room_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
+          "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields), "sdpo_lab_headroom": ("sdpo_lab_headroom", sdpo_lab_headroom_fields), "sdpo_lab_room": ("sdpo_lab_room", sdpo_lab_room_fields), "sdpo_lab_transfer": ("sdpo_lab_transfer", sdpo_lab_transfer_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 
 def render_field(name: str, key: str) -> str:

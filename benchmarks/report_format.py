@@ -35,3 +35,8 @@ def discovery_table(d: dict | None) -> str:
     return "\n".join([f"Discovery rate within k attempts on the {d['rows']} hard held-out problems (under 10% of 32 "
                       f"samples right), batches of {d['batch_size']}, every method at {d['max_attempts']} attempts:", "",
                       md_table(["method", *[f"k={k}" for k in d["budgets"]]], rows)])
+
+
+def lr_tag(lr: float) -> str:
+    """A learning rate as a field-name part: 3e-05 -> 3em5, 0.0001 -> 1em4."""
+    return f"{lr:.0e}".replace("e-0", "em").replace("e-", "em").replace("e+0", "e")

@@ -7,6 +7,8 @@ GRPO per dial, and how soon each method reaches GRPO's final accuracy at the top
     sdpo_lab_signal / sdpo_lab_discovery / sdpo_lab_ablations(results) -> str
                                        the blocks ``sdpo-lab-signal*`` (bench_sdpo_lab_signal.py),
                                        ``sdpo-lab-discovery`` (goal 3 per dial) and ``sdpo-lab-ablations``
+    sdpo_lab_transfer(results) -> str   ``sdpo-lab-transfer`` (bench_sdpo_lab_transfer.py): how fast test-time SDPO
+                                       moves the teacher's success into plain sampling (goal 3's why)
     sdpo_lab_stability(results) -> str  ``sdpo-lab-stability``: each teacher over a run three times the
                                        budget, median held-out accuracy by step (item 6)
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import statistics
 
-from report_format import discovery_table, fmt, md_table, provenance
+from report_format import discovery_table, fmt, lr_tag, md_table, provenance
 
 
 def steps_to(acc_by_step: list, target: float) -> int | None:
@@ -219,6 +221,30 @@ ABLATIONS = {"sdpo": "TRL's defaults: token-level (`sampled_token`), alpha 1, EM
              "sdpo_frozen": "frozen teacher (the warm start)",
              "sdpo_live": "live teacher (the student itself)",
              "sdpo_feedback_only_without_solution": "feedback, only where no sibling succeeded"}
+
+
+def sdpo_lab_transfer(res: dict) -> str:
+    """The block ``<!-- report:sdpo-lab-transfer -->``: on the hard rows, the warm start's plain rate, the rate
+    of samples from its feedback reprompts, and the test-time copy's plain rate after n steps per learning rate."""
+    c, s = res["config"], res["summary"]
+    marks = [0, *c["checkpoints"]]
+    rows = [[f"test-time SDPO, lr {lr}", *[curve[str(n)] for n in marks]] for lr, curve in s["after"].items()]
+    head = (f"On the {s['rows']} hard held-out problems at dial {c['dial']} ({s['hard_of_heldout'][0]} of "
+            f"{s['hard_of_heldout'][1]} held-out are hard; under 10% of 32 plain samples right), means over the "
+            f"problems of the share of {c['samples']} samples that are right: from the plain prompt "
+            f"{fmt(s['plain_rate'])}; from feedback reprompts (what multi-turn reprompting samples) "
+            f"{fmt(s['reprompt_rate'])}. From the plain prompt after n test-time SDPO steps (batches of "
+            f"{c['batch_size']}, the frozen teacher, not stopped at a success):")
+    return "\n".join([head, "", md_table(["", *[f"n={n}" for n in marks]], rows), "", provenance(res)])
+
+
+def sdpo_lab_transfer_fields(res: dict) -> dict:
+    """``<!--f:sdpo_lab_transfer.KEY-->``: ``plain_rate``, ``reprompt_rate``, ``after_<lr_tag>_<n>``."""
+    s = res["summary"]
+    out = {"plain_rate": fmt(s["plain_rate"]), "reprompt_rate": fmt(s["reprompt_rate"]), "rows": str(s["rows"])}
+    for lr, curve in s["after"].items():
+        out.update({f"after_{lr_tag(float(lr))}_{n}": fmt(v) for n, v in curve.items()})
+    return out
 
 
 def mean_update_norm(run: dict) -> float | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 
-from report_format import fmt, md_table, provenance
+from report_format import fmt, lr_tag, md_table, provenance
 from report_sdpo_lab import median_curve, reach, reach_goal, sdpo_lab, sdpo_lab_fields
 
 
@@ -77,11 +77,6 @@ def sdpo_lab_headroom_fields(res: dict) -> dict:
         out[f"gain_{cell}"] = f"{r['gain']:+.3f}"
         out[f"avg_gain_{cell}"] = f"{r['avg_final'] - r['avg_start']:+.3f}"
     return out
-
-
-def lr_tag(lr: float) -> str:
-    """A learning rate as a field-name part: 3e-05 -> 3em5, 0.0001 -> 1em4."""
-    return f"{lr:.0e}".replace("e-0", "em").replace("e-", "em").replace("e+0", "e")
 
 
 # --- a smaller plain budget, the context steps set apart (bench_sdpo_lab_room.py) ---

@@ -179,3 +179,18 @@ def test_room_fields_hold_each_dials_teacher_and_the_goal():
     assert f["plain_9"] == "0.780" and f["demo_9"] == "0.970" and f["demo_0"] == "0.000"
     assert f["goal_sdpo"].endswith("Goal (at most half of GRPO's steps): met both ways.")
     assert f["sdpo_minus_grpo_max"] == "+0.005"
+
+
+def transfer_results() -> dict:
+    after = {"0.0001": {"0": 0.02, "1": 0.02, "15": 0.05}, "0.001": {"0": 0.02, "1": 0.03, "15": 0.25}}
+    return {**results(), "config": {"dial": 9, "checkpoints": [1, 15], "samples": 32, "batch_size": 8},
+            "summary": {"rows": 3, "hard_of_heldout": [3, 200], "plain_rate": 0.02, "reprompt_rate": 0.3,
+                        "after": after}}
+
+
+def test_transfer_block_sets_each_learning_rates_curve_beside_the_reprompt_rate():
+    text = lab.sdpo_lab_transfer(transfer_results())
+    assert "from feedback reprompts (what multi-turn reprompting samples) 0.300" in text
+    assert "| test-time SDPO, lr 0.001 | 0.020 | 0.030 | 0.250 |" in text and "| n=0 | n=1 | n=15 |" in text
+    f = lab.sdpo_lab_transfer_fields(transfer_results())
+    assert f["after_1em3_15"] == "0.250" and f["after_1em4_0"] == "0.020" and f["reprompt_rate"] == "0.300"

@@ -1,0 +1,152 @@
+"""Why test-time SDPO trails multi-turn reprompting on the skill lab (issue 17, goal 3), measured.
+
+    python benchmarks/bench_sdpo_lab_transfer.py [--dial D] [--lrs LR ...] [--checkpoints N ...]
+                                                 [--samples K] [--batch-size B] [--rows N] [--out FILE]
+
+Both methods read the same feedback. Multi-turn reprompting samples *from* the reprompted prompt: its
+next attempts are the teacher's own samples. Test-time SDPO samples from the plain prompt and reaches
+the teacher's knowledge only as far as its SDPO steps have moved the weights. So the question is how
+fast that transfer is. On the hard held-out rows of ``bench_sdpo_lab.py --discovery`` (the warm start
+at ``--dial`` solves them in under 10% of 32 plain samples; the first ``--rows`` of them), per row:
+
+    plain rate     the share of K plain samples that succeed (the warm start)
+    reprompt rate  the share that succeed among K samples from feedback reprompts: one plain batch of B
+                   attempts, each failed one's feedback put in the teacher prompt (``sdpo.reprompt``, the
+                   lab's templates), K / (failed attempts) samples from each: what multi-turn draws from
+    after n steps  test-time SDPO's own loop (``sdpo.test_time_training.sdpo_step``: a batch of B plain
+                   attempts from the copy, one sampled-token SDPO step on the failed ones towards the frozen
+                   warm start reading each one's feedback), not stopped at a success, and the copy's plain
+                   rate over K samples after n steps, for each n of ``--checkpoints`` and each ``--lrs``
+
+``test_time_sdpo``'s defaults are the first learning rate (1e-4), one step per batch of 8 and the
+frozen teacher; the discovery benchmark's 128 attempts allow at most 15 steps. Nothing is tuned or
+picked: every learning rate is reported. Writes ``benchmarks/results/sdpo_lab_transfer.json`` (``runs``:
+one per row with its rates; ``summary``: means over rows) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+from pathlib import Path
+
+import torch
+from _common import machine, table, write_results
+from bench_sdpo_lab import DIALS, warm_start_for
+
+TEMPLATE_KEYS = ("reprompt_template", "solution_template", "feedback_template")
+
+
+def rate(model, tok, task, row, reward, *, prompt=None, samples: int, temperature: float) -> float:
+    """The share of ``samples`` samples from ``prompt`` (default: the row's plain prompt) that succeed."""
+    from sdpo_kit.core.sampling import sample
+    from sdpo_kit.sdpo.multi_turn import score_completions
+
+    ro = sample(model, tok, [prompt or row["prompt"]], max_new_tokens=task.max_completion_tokens(),
+                temperature=temperature, num_return_sequences=samples)
+    _, scores, _ = score_completions(reward, row["prompt"], ro.texts, {task.answer_column: row[task.answer_column]})
+    return sum(s >= 1.0 for s in scores) / samples
+
+
+def failed_batch(model, tok, task, row, reward, *, batch_size: int, temperature: float, templates: dict):
+    """B plain attempts from ``model``: the rollout, each attempt's teacher prompt (its own feedback, or the
+    plain prompt) and the row mask (1: a failed attempt with feedback)."""
+    from sdpo_kit.core.sampling import sample
+    from sdpo_kit.sdpo.multi_turn import score_completions
+    from sdpo_kit.sdpo.reprompt import reprompt
+
+    ro = sample(model, tok, [row["prompt"]], max_new_tokens=task.max_completion_tokens(), temperature=temperature,
+                num_return_sequences=batch_size)
+    _, scores, feedbacks = score_completions(reward, row["prompt"], ro.texts,
+                                             {task.answer_column: row[task.answer_column]})
+    has = [s < 1.0 and isinstance(f, str) and f.strip() != "" for s, f in zip(scores, feedbacks)]
+    prompts = [reprompt(row["prompt"], None, f, **templates) if h else row["prompt"] for f, h in zip(feedbacks, has)]
+    return ro, prompts, torch.tensor(has, dtype=torch.float32)                                # mask (B,)
+
+
+def measure_row(model, tok, task, row, reward, *, lrs, checkpoints, samples, batch_size, temperature, templates,
+                seed) -> dict:
+    """One hard row: its plain rate, its reprompt rate, and the copy's plain rate after n test-time SDPO steps."""
+    from sdpo_kit.sdpo.test_time_training import sdpo_step
+
+    torch.manual_seed(seed)
+    plain = rate(model, tok, task, row, reward, samples=samples, temperature=temperature)
+    _, prompts, mask = failed_batch(model, tok, task, row, reward, batch_size=batch_size, temperature=temperature,
+                                    templates=templates)
+    taught = [p for p, m in zip(prompts, mask.tolist()) if m]
+    each = max(1, samples // max(1, len(taught)))
+    hits = [rate(model, tok, task, row, reward, prompt=p, samples=each, temperature=temperature) for p in taught]
+    out = {"row": row["prompt"], "answer": row[task.answer_column], "plain_rate": plain,
+           "reprompt_rate": statistics.mean(hits) if hits else None, "after": {}}
+    for lr in lrs:
+        torch.manual_seed(seed)
+        student = copy.deepcopy(model).requires_grad_(True)
+        opt = torch.optim.AdamW(student.parameters(), lr=lr)
+        curve = {0: plain}
+        for n in range(1, max(checkpoints) + 1):
+            ro, prompts, mask = failed_batch(student, tok, task, row, reward, batch_size=batch_size,
+                                             temperature=temperature, templates=templates)
+            if mask.any():                  # model: the frozen warm start, test_time_sdpo's default teacher
+                sdpo_step(student, opt, model, tok, row["prompt"], prompts, ro, mask, temperature)
+            if n in checkpoints:
+                curve[n] = rate(student, tok, task, row, reward, samples=samples, temperature=temperature)
+        out["after"][f"{lr:g}"] = curve
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dial", type=int, default=DIALS[-1], help="the warm start (context steps; the top by default)")
+    ap.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 1e-3], help="test-time learning rates")
+    ap.add_argument("--checkpoints", type=int, nargs="+", default=[1, 2, 4, 8, 15], help="steps to measure after")
+    ap.add_argument("--samples", type=int, default=32, help="samples per rate")
+    ap.add_argument("--batch-size", type=int, default=8, help="attempts per test-time batch (the discovery run's)")
+    ap.add_argument("--rows", type=int, default=40, help="at most this many hard rows (the discovery run's cut)")
+    ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sdpo_lab_transfer.json)")
+    args = ap.parse_args()
+    if min(args.checkpoints) < 1 or args.samples < 1 or args.batch_size < 1 or min(args.lrs) <= 0:
+        raise SystemExit("--checkpoints, --samples and --batch-size take positive ints, --lrs positive rates")
+    from sdpo_kit.rewards import feedback_reward
+    from sdpo_kit.sdpo.test_time_training import hard_rows
+
+    torch.set_num_threads(1)
+    model, tok, task, cfg = warm_start_for(args.dial)
+    model.eval()
+    temperature = cfg.trainer.temperature
+    templates = {k: getattr(cfg.trainer, k) for k in TEMPLATE_KEYS}
+    reward = feedback_reward(style=task.feedback_style)
+    hard = hard_rows(model, tok, task, task.splits()[1], reward, samples=32, below=0.1, temperature=temperature)
+    rows = hard[:args.rows]
+    checkpoints = sorted(set(args.checkpoints))
+    runs = []
+    for i, row in enumerate(rows):
+        runs.append(measure_row(model, tok, task, row, reward, lrs=args.lrs, checkpoints=checkpoints,
+                                samples=args.samples, batch_size=args.batch_size, temperature=temperature,
+                                templates=templates, seed=i))
+        r = runs[-1]
+        print(f"row {i} {r['row']!r}: plain {r['plain_rate']:.3f} reprompt {r['reprompt_rate']} after "
+              + "; ".join(f"lr {lr}: {list(c.values())}" for lr, c in r["after"].items()), flush=True)
+
+    def mean(xs):
+        xs = [x for x in xs if x is not None]
+        return statistics.mean(xs) if xs else None
+
+    summary = {"rows": len(rows), "hard_of_heldout": [len(hard), len(task.splits()[1])],
+               "plain_rate": mean(r["plain_rate"] for r in runs), "reprompt_rate": mean(r["reprompt_rate"] for r in runs),
+               "after": {f"{lr:g}": {str(n): mean(r["after"][f"{lr:g}"][n] for r in runs) for n in [0, *checkpoints]}
+                         for lr in args.lrs}}
+    print(f"\nmachine: {machine()}\n")
+    print(f"{len(rows)} hard rows at dial {args.dial}: mean plain rate {summary['plain_rate']:.3f}, mean reprompt "
+          f"rate {summary['reprompt_rate']:.3f}; the copy's mean plain rate after n test-time SDPO steps:")
+    print(table(["lr", *[f"n={n}" for n in [0, *checkpoints]]],
+                [[lr, *c.values()] for lr, c in summary["after"].items()]))
+    name = Path(args.out).stem if args.out else "sdpo_lab_transfer"
+    write_results(name, config={"dial": args.dial, "lrs": args.lrs, "checkpoints": checkpoints,
+                                "samples": args.samples, "batch_size": args.batch_size, "rows": args.rows,
+                                "temperature": temperature},
+                  runs=runs, summary=summary)
+
+
+if __name__ == "__main__":
+    main()
