@@ -100,7 +100,9 @@ def main():
     ap.add_argument("--dial", type=int, default=DIALS[-1], help="the warm start (context steps; the top by default)")
     ap.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 1e-3], help="test-time learning rates")
     ap.add_argument("--checkpoints", type=int, nargs="+", default=[1, 2, 4, 8, 15], help="steps to measure after")
-    ap.add_argument("--samples", type=int, default=32, help="samples per rate")
+    # hard rows succeed on about 1 sample in 100 (best-of-k's curve): 256 samples a rate, so that the mean over
+    # the rows rests on thousands of samples (32, the hard-row cut's own count, read 0 on most rows)
+    ap.add_argument("--samples", type=int, default=256, help="samples per rate")
     ap.add_argument("--batch-size", type=int, default=8, help="attempts per test-time batch (the discovery run's)")
     ap.add_argument("--rows", type=int, default=40, help="at most this many hard rows (the discovery run's cut)")
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sdpo_lab_transfer.json)")
