@@ -13,6 +13,8 @@ at ``--dial`` solves them in under 10% of 32 plain samples; the first ``--rows``
     reprompt rate  the share that succeed among K samples from feedback reprompts: one plain batch of B
                    attempts, each failed one's feedback put in the teacher prompt (``sdpo.reprompt``, the
                    lab's templates), K / (failed attempts) samples from each: what multi-turn draws from
+    by round       multi-turn reprompting's own chain (``chain_rates``), not stopped at a success: the share
+                   of right attempts in each of ``--rounds`` rounds of B, over ``--chains`` chains
     after n steps  test-time SDPO's own loop (``sdpo.test_time_training.sdpo_step``: a batch of B plain
                    attempts from the copy, one sampled-token SDPO step on the failed ones towards the frozen
                    warm start reading each one's feedback), not stopped at a success, and the copy's plain
@@ -21,7 +23,8 @@ at ``--dial`` solves them in under 10% of 32 plain samples; the first ``--rows``
 ``test_time_sdpo``'s defaults are the first learning rate (1e-4), one step per batch of 8 and the
 frozen teacher; the discovery benchmark's 128 attempts allow at most 15 steps. Nothing is tuned or
 picked: every learning rate is reported. Writes ``benchmarks/results/sdpo_lab_transfer.json`` (``runs``:
-one per row with its rates; ``summary``: means over rows) and prints a table.
+one per row with its rates; ``summary``: means over rows, and ``*_found``: the rows with at least one success
+among their samples, since one easy row can carry a mean) and prints tables.
 """
 
 from __future__ import annotations
@@ -65,8 +68,32 @@ def failed_batch(model, tok, task, row, reward, *, batch_size: int, temperature:
     return ro, prompts, torch.tensor(has, dtype=torch.float32)                                # mask (B,)
 
 
+def chain_rates(model, tok, task, row, reward, *, rounds: int, batch_size: int, temperature: float, templates: dict,
+                chains: int) -> list[float]:
+    """Multi-turn reprompting's rounds, not stopped at a success: round 1 samples B attempts from the plain
+    prompt, round r + 1 from the reprompt with the feedback on one of round r's failed attempts (the first;
+    with an exact-match score every failure is as good as any), the prompt kept when none failed. The share of
+    right attempts in each round, mean over ``chains`` independent chains."""
+    from sdpo_kit.core.sampling import sample
+    from sdpo_kit.sdpo.multi_turn import score_completions
+    from sdpo_kit.sdpo.reprompt import reprompt
+
+    hits = [0.0] * rounds
+    for _ in range(chains):
+        current = row["prompt"]
+        for r in range(rounds):
+            ro = sample(model, tok, [current], max_new_tokens=task.max_completion_tokens(), temperature=temperature,
+                        num_return_sequences=batch_size)
+            _, scores, feedbacks = score_completions(reward, row["prompt"], ro.texts,
+                                                     {task.answer_column: row[task.answer_column]})
+            hits[r] += sum(x >= 1.0 for x in scores) / batch_size / chains
+            failed = next((f for x, f in zip(scores, feedbacks) if x < 1.0 and f), None)
+            current = reprompt(row["prompt"], None, failed, **templates) if failed else current
+    return hits
+
+
 def measure_row(model, tok, task, row, reward, *, lrs, checkpoints, samples, batch_size, temperature, templates,
-                seed) -> dict:
+                seed, rounds, chains) -> dict:
     """One hard row: its plain rate, its reprompt rate, and the copy's plain rate after n test-time SDPO steps."""
     from sdpo_kit.sdpo.test_time_training import sdpo_step
 
@@ -78,7 +105,9 @@ def measure_row(model, tok, task, row, reward, *, lrs, checkpoints, samples, bat
     each = max(1, samples // max(1, len(taught)))
     hits = [rate(model, tok, task, row, reward, prompt=p, samples=each, temperature=temperature) for p in taught]
     out = {"row": row["prompt"], "answer": row[task.answer_column], "plain_rate": plain,
-           "reprompt_rate": statistics.mean(hits) if hits else None, "after": {}}
+           "reprompt_rate": statistics.mean(hits) if hits else None, "after": {},
+           "chain_by_round": chain_rates(model, tok, task, row, reward, rounds=rounds, batch_size=batch_size,
+                                         temperature=temperature, templates=templates, chains=chains)}
     for lr in lrs:
         torch.manual_seed(seed)
         student = copy.deepcopy(model).requires_grad_(True)
@@ -104,11 +133,14 @@ def main():
     # the rows rests on thousands of samples (32, the hard-row cut's own count, read 0 on most rows)
     ap.add_argument("--samples", type=int, default=256, help="samples per rate")
     ap.add_argument("--batch-size", type=int, default=8, help="attempts per test-time batch (the discovery run's)")
+    ap.add_argument("--rounds", type=int, default=16, help="multi-turn rounds per chain (128 attempts / 8)")
+    ap.add_argument("--chains", type=int, default=8, help="multi-turn chains per row")
     ap.add_argument("--rows", type=int, default=40, help="at most this many hard rows (the discovery run's cut)")
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sdpo_lab_transfer.json)")
     args = ap.parse_args()
-    if min(args.checkpoints) < 1 or args.samples < 1 or args.batch_size < 1 or min(args.lrs) <= 0:
-        raise SystemExit("--checkpoints, --samples and --batch-size take positive ints, --lrs positive rates")
+    if min(args.checkpoints + [args.samples, args.batch_size, args.rounds, args.chains]) < 1 or min(args.lrs) <= 0:
+        raise SystemExit("--checkpoints, --samples, --batch-size, --rounds and --chains take positive ints, --lrs "
+                         "positive rates")
     from sdpo_kit.rewards import feedback_reward
     from sdpo_kit.sdpo.test_time_training import hard_rows
 
@@ -125,7 +157,7 @@ def main():
     for i, row in enumerate(rows):
         runs.append(measure_row(model, tok, task, row, reward, lrs=args.lrs, checkpoints=checkpoints,
                                 samples=args.samples, batch_size=args.batch_size, temperature=temperature,
-                                templates=templates, seed=i))
+                                templates=templates, seed=i, rounds=args.rounds, chains=args.chains))
         r = runs[-1]
         print(f"row {i} {r['row']!r}: plain {r['plain_rate']:.3f} reprompt {r['reprompt_rate']} after "
               + "; ".join(f"lr {lr}: {list(c.values())}" for lr, c in r["after"].items()), flush=True)
@@ -134,18 +166,30 @@ def main():
         xs = [x for x in xs if x is not None]
         return statistics.mean(xs) if xs else None
 
+    def found(xs):                          # rows with at least one success among their samples
+        return sum(x is not None and x > 0 for x in xs)
+
+    marks = [0, *checkpoints]
     summary = {"rows": len(rows), "hard_of_heldout": [len(hard), len(task.splits()[1])],
                "plain_rate": mean(r["plain_rate"] for r in runs), "reprompt_rate": mean(r["reprompt_rate"] for r in runs),
-               "after": {f"{lr:g}": {str(n): mean(r["after"][f"{lr:g}"][n] for r in runs) for n in [0, *checkpoints]}
-                         for lr in args.lrs}}
+               "plain_found": found(r["plain_rate"] for r in runs),
+               "reprompt_found": found(r["reprompt_rate"] for r in runs),
+               "after": {f"{lr:g}": {str(n): mean(r["after"][f"{lr:g}"][n] for r in runs) for n in marks}
+                         for lr in args.lrs},
+               "after_found": {f"{lr:g}": {str(n): found(r["after"][f"{lr:g}"][n] for r in runs) for n in marks}
+                               for lr in args.lrs},
+               "chain_by_round": [mean(r["chain_by_round"][k] for r in runs) for k in range(args.rounds)]}
     print(f"\nmachine: {machine()}\n")
     print(f"{len(rows)} hard rows at dial {args.dial}: mean plain rate {summary['plain_rate']:.3f}, mean reprompt "
           f"rate {summary['reprompt_rate']:.3f}; the copy's mean plain rate after n test-time SDPO steps:")
-    print(table(["lr", *[f"n={n}" for n in [0, *checkpoints]]],
-                [[lr, *c.values()] for lr, c in summary["after"].items()]))
+    print(table(["lr", *[f"n={n}" for n in marks]], [[lr, *c.values()] for lr, c in summary["after"].items()]))
+    print(f"rows with a success: plain {summary['plain_found']}, reprompt {summary['reprompt_found']}; after n steps:")
+    print(table(["lr", *[f"n={n}" for n in marks]], [[lr, *c.values()] for lr, c in summary["after_found"].items()]))
+    print("multi-turn chains, mean share right by round:", [round(x, 3) for x in summary["chain_by_round"]])
     name = Path(args.out).stem if args.out else "sdpo_lab_transfer"
     write_results(name, config={"dial": args.dial, "lrs": args.lrs, "checkpoints": checkpoints,
                                 "samples": args.samples, "batch_size": args.batch_size, "rows": args.rows,
+                                "rounds": args.rounds, "chains": args.chains,
                                 "temperature": temperature},
                   runs=runs, summary=summary)
 

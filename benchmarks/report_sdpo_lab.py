@@ -225,25 +225,44 @@ ABLATIONS = {"sdpo": "TRL's defaults: token-level (`sampled_token`), alpha 1, EM
 
 def sdpo_lab_transfer(res: dict) -> str:
     """The block ``<!-- report:sdpo-lab-transfer -->``: on the hard rows, the warm start's plain rate, the rate
-    of samples from its feedback reprompts, and the test-time copy's plain rate after n steps per learning rate."""
+    of samples from its feedback reprompts, and the test-time copy's plain rate after n steps per learning rate
+    (means over the rows, and the rows with at least one success among their samples)."""
     c, s = res["config"], res["summary"]
     marks = [0, *c["checkpoints"]]
-    rows = [[f"test-time SDPO, lr {lr}", *[curve[str(n)] for n in marks]] for lr, curve in s["after"].items()]
-    head = (f"On the {s['rows']} hard held-out problems at dial {c['dial']} ({s['hard_of_heldout'][0]} of "
-            f"{s['hard_of_heldout'][1]} held-out are hard; under 10% of 32 plain samples right), means over the "
-            f"problems of the share of {c['samples']} samples that are right: from the plain prompt "
-            f"{fmt(s['plain_rate'])}; from feedback reprompts (what multi-turn reprompting samples) "
-            f"{fmt(s['reprompt_rate'])}. From the plain prompt after n test-time SDPO steps (batches of "
-            f"{c['batch_size']}, the frozen teacher, not stopped at a success):")
-    return "\n".join([head, "", md_table(["", *[f"n={n}" for n in marks]], rows), "", provenance(res)])
+    n = s["rows"]
+    rows = [[f"`plain`, then test-time SDPO at lr {lr}", *[f"{fmt(curve[str(k)])} ({s['after_found'][lr][str(k)]})"
+                                                        for k in marks]] for lr, curve in s["after"].items()]
+    head = (f"On the {n} hard held-out problems at dial {c['dial']} ({s['hard_of_heldout'][0]} of "
+            f"{s['hard_of_heldout'][1]} are hard: under 10% of 32 plain samples right), the share of {c['samples']} "
+            f"samples a problem that are right, mean over the problems (in brackets: problems with at least one "
+            f"right sample). From the plain prompt: {fmt(s['plain_rate'])} ({s['plain_found']} of {n}). From "
+            f"reprompts with the feedback on a failed plain attempt (the teacher's prompt; multi-turn reprompting's "
+            f"second round): {fmt(s['reprompt_rate'])} ({s['reprompt_found']} of {n}). From the plain prompt after n "
+            f"test-time SDPO steps (batches of {c['batch_size']}, the frozen teacher, not stopped at a success):")
+    by_round = s["chain_by_round"]
+    spans = [(a, min(b, len(by_round))) for a, b in ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32))
+             if a <= len(by_round)]
+    chain = md_table(["", *[f"round {a}" if a == b else f"rounds {a}-{b}" for a, b in spans]],
+                     [["multi-turn reprompting", *[statistics.mean(by_round[a - 1:b]) for a, b in spans]]])
+    tail = (f"Multi-turn reprompting's own chains ({c['chains']} a problem, {len(by_round)} rounds of "
+            f"{c['batch_size']}, not stopped at a success): the share of a round's attempts that are right, mean over "
+            "the problems and the rounds in each span:")
+    return "\n".join([head, "", md_table(["", *[f"n={k}" for k in marks]], rows), "", tail, "", chain, "",
+                      provenance(res)])
 
 
 def sdpo_lab_transfer_fields(res: dict) -> dict:
-    """``<!--f:sdpo_lab_transfer.KEY-->``: ``plain_rate``, ``reprompt_rate``, ``after_<lr_tag>_<n>``."""
+    """``<!--f:sdpo_lab_transfer.KEY-->``: ``plain_rate``, ``reprompt_rate``, ``plain_found``, ``reprompt_found``,
+    ``after_<lr_tag>_<n>`` (mean rate), ``found_<lr_tag>_<n>`` (problems with a success), and multi-turn's
+    ``chain_round_1`` / ``chain_later`` (the mean share right in its first round, and in all later ones)."""
     s = res["summary"]
-    out = {"plain_rate": fmt(s["plain_rate"]), "reprompt_rate": fmt(s["reprompt_rate"]), "rows": str(s["rows"])}
+    out = {"plain_rate": fmt(s["plain_rate"]), "reprompt_rate": fmt(s["reprompt_rate"]), "rows": str(s["rows"]),
+           "plain_found": str(s["plain_found"]), "reprompt_found": str(s["reprompt_found"])}
     for lr, curve in s["after"].items():
         out.update({f"after_{lr_tag(float(lr))}_{n}": fmt(v) for n, v in curve.items()})
+        out.update({f"found_{lr_tag(float(lr))}_{n}": str(v) for n, v in s["after_found"][lr].items()})
+    r = s["chain_by_round"]
+    out["chain_round_1"], out["chain_later"] = fmt(r[0]), fmt(statistics.mean(r[1:]) if len(r) > 1 else None)
     return out
 
 

@@ -169,7 +169,8 @@ def room_results() -> dict:
 def test_room_block_names_its_warm_starts_and_grpos_curve_then_the_lab_tables():
     text = room.sdpo_lab_room(room_results())
     assert text.startswith("Warm starts with 1500 plain SFT steps") and "training runs at 1500 + 9" in text
-    assert "GRPO's median held-out accuracy by step: 0.800 (step 0), 0.830 (step 25), 0.860 (step 50)." in text
+    assert "| `grpo` | 0.800 | 0.830 | 0.860 |" in text and "| method | step 0 | step 25 | step 50 |" in text
+    assert "| `sdpo` | 0.800 | 0.835 | 0.865 |" in text
     assert "| 9 | `sdpo` | 0.0001 | 0.865 | 0.900, 0.830 | +0.005 |" in text and "| 0 | `sdpo`" not in text
     assert "| 0 | 0.800 | 0.000 |" in text                        # the teacher at every dial, trained or not
 
@@ -183,14 +184,21 @@ def test_room_fields_hold_each_dials_teacher_and_the_goal():
 
 def transfer_results() -> dict:
     after = {"0.0001": {"0": 0.02, "1": 0.02, "15": 0.05}, "0.001": {"0": 0.02, "1": 0.03, "15": 0.25}}
-    return {**results(), "config": {"dial": 9, "checkpoints": [1, 15], "samples": 32, "batch_size": 8},
+    return {**results(), "config": {"dial": 9, "checkpoints": [1, 15], "samples": 32, "batch_size": 8, "chains": 2},
             "summary": {"rows": 3, "hard_of_heldout": [3, 200], "plain_rate": 0.02, "reprompt_rate": 0.3,
-                        "after": after}}
+                        "plain_found": 1, "reprompt_found": 2, "after": after,
+                        "after_found": {lr: {k: 1 for k in c} for lr, c in after.items()},
+                        "chain_by_round": [0.01, 0.03, 0.05, 0.07, 0.1]}}
 
 
 def test_transfer_block_sets_each_learning_rates_curve_beside_the_reprompt_rate():
     text = lab.sdpo_lab_transfer(transfer_results())
-    assert "from feedback reprompts (what multi-turn reprompting samples) 0.300" in text
-    assert "| test-time SDPO, lr 0.001 | 0.020 | 0.030 | 0.250 |" in text and "| n=0 | n=1 | n=15 |" in text
+    assert "second round): 0.300 (2 of 3)" in text and "From the plain prompt: 0.020 (1 of 3)" in text
+    assert "| `plain`, then test-time SDPO at lr 0.001 | 0.020 (1) | 0.030 (1) | 0.250 (1) |" in text
+    assert "| n=0 | n=1 | n=15 |" in text
     f = lab.sdpo_lab_transfer_fields(transfer_results())
     assert f["after_1em3_15"] == "0.250" and f["after_1em4_0"] == "0.020" and f["reprompt_rate"] == "0.300"
+    assert f["found_1em3_15"] == "1" and f["reprompt_found"] == "2"
+    assert "| multi-turn reprompting | 0.010 | 0.030 | 0.060 | 0.100 |" in text      # spans cut at the last round
+    assert "|  | round 1 | round 2 | rounds 3-4 | round 5 |" in text
+    assert f["chain_round_1"] == "0.010" and f["chain_later"] == "0.062"
