@@ -82,16 +82,19 @@ def sdpo_lab_headroom_fields(res: dict) -> dict:
 # --- a smaller plain budget, the context steps set apart (bench_sdpo_lab_room.py) ---
 
 def sdpo_lab_room(res: dict) -> str:
-    """The block ``<!-- report:sdpo-lab-room -->``: ``sdpo_lab``'s tables (the teacher per dial, then the
-    tuned runs at the highest dial and the steps to GRPO's final accuracy), under a line saying which
-    warm starts these are, with GRPO's median held-out curve."""
+    """The block ``<!-- report:sdpo-lab-room -->``: a line saying which warm starts these are, each method's
+    median held-out curve, then ``sdpo_lab``'s tables (the teacher per dial, the tuned runs at the highest
+    dial and the steps to GRPO's final accuracy)."""
     c = res["config"]
     top = str(c["dials"][-1])
-    curve = median_curve([r for r in res["runs"] if r["method"] == "grpo"])
+    curves = {m: median_curve([r for r in res["runs"] if r["method"] == m]) for m in c["methods"]}
+    steps = sorted({k for v in curves.values() for k in v})
     head = (f"Warm starts with {c['sft_steps']} plain SFT steps (the lab's: 2000) and the context steps (the dial) "
-            f"set apart from them, up to the whole budget; training runs at {c['sft_steps']} + {top}. GRPO's median "
-            f"held-out accuracy by step: " + ", ".join(f"{fmt(a)} (step {k})" for k, a in curve.items()) + ".")
-    return head + "\n\n" + sdpo_lab(res)
+            f"set apart from them, up to the whole budget; training runs at {c['sft_steps']} + {top}, each method "
+            f"at its tuned learning rate. Median held-out greedy accuracy over seeds {fmt(c['seeds'])} by step:")
+    curve_table = md_table(["method", *[f"step {k}" for k in steps]],
+                           [[f"`{m}`", *[v.get(k) for k in steps]] for m, v in curves.items()])
+    return "\n\n".join([head, curve_table, sdpo_lab(res)])
 
 
 def sdpo_lab_room_fields(res: dict) -> dict:
