@@ -254,7 +254,10 @@ def sdpo_lab_transfer(res: dict) -> str:
 def sdpo_lab_transfer_fields(res: dict) -> dict:
     """``<!--f:sdpo_lab_transfer.KEY-->``: ``plain_rate``, ``reprompt_rate``, ``plain_found``, ``reprompt_found``,
     ``after_<lr_tag>_<n>`` (mean rate), ``found_<lr_tag>_<n>`` (problems with a success), and multi-turn's
-    ``chain_round_1`` / ``chain_later`` (the mean share right in its first round, and in all later ones)."""
+    ``chain_round_1`` / ``chain_later`` / ``chain_last`` (the mean share right in its first round, in all later
+    ones, in its last); ``top_plain`` / ``top_after``: the problem test-time SDPO lifts most (at the first learning
+    rate, after the last checkpoint), before and after, ``after_without_top`` and ``chain_later_without_top``: the
+    means without it; ``chain_found``: problems with a right attempt in some chain."""
     s = res["summary"]
     out = {"plain_rate": fmt(s["plain_rate"]), "reprompt_rate": fmt(s["reprompt_rate"]), "rows": str(s["rows"]),
            "plain_found": str(s["plain_found"]), "reprompt_found": str(s["reprompt_found"])}
@@ -263,6 +266,17 @@ def sdpo_lab_transfer_fields(res: dict) -> dict:
         out.update({f"found_{lr_tag(float(lr))}_{n}": str(v) for n, v in s["after_found"][lr].items()})
     r = s["chain_by_round"]
     out["chain_round_1"], out["chain_later"] = fmt(r[0]), fmt(statistics.mean(r[1:]) if len(r) > 1 else None)
+    out["chain_last"] = fmt(r[-1])
+    lr0, last = next(iter(s["after"])), str(res["config"]["checkpoints"][-1])
+    runs = res["runs"]
+    if runs:   # the problem test-time SDPO (first learning rate) lifts most, and the mean without it
+        top = max(runs, key=lambda x: x["after"][lr0][last])
+        rest = [x["after"][lr0][last] for x in runs if x is not top]
+        later = [statistics.mean(x["chain_by_round"][1:]) for x in runs if x is not top and len(x["chain_by_round"]) > 1]
+        out.update(top_plain=fmt(top["plain_rate"]), top_after=fmt(top["after"][lr0][last]),
+                   after_without_top=fmt(statistics.mean(rest) if rest else None),
+                   chain_later_without_top=fmt(statistics.mean(later) if later else None),
+                   chain_found=str(sum(any(v > 0 for v in x["chain_by_round"]) for x in runs)))
     return out
 
 

@@ -184,7 +184,8 @@ def test_room_fields_hold_each_dials_teacher_and_the_goal():
 
 def transfer_results() -> dict:
     after = {"0.0001": {"0": 0.02, "1": 0.02, "15": 0.05}, "0.001": {"0": 0.02, "1": 0.03, "15": 0.25}}
-    return {**results(), "config": {"dial": 9, "checkpoints": [1, 15], "samples": 32, "batch_size": 8, "chains": 2},
+    return {**results(), "runs": [], "config": {"dial": 9, "checkpoints": [1, 15], "samples": 32, "batch_size": 8,
+                                               "chains": 2},
             "summary": {"rows": 3, "hard_of_heldout": [3, 200], "plain_rate": 0.02, "reprompt_rate": 0.3,
                         "plain_found": 1, "reprompt_found": 2, "after": after,
                         "after_found": {lr: {k: 1 for k in c} for lr, c in after.items()},
@@ -201,4 +202,10 @@ def test_transfer_block_sets_each_learning_rates_curve_beside_the_reprompt_rate(
     assert f["found_1em3_15"] == "1" and f["reprompt_found"] == "2"
     assert "| multi-turn reprompting | 0.010 | 0.030 | 0.060 | 0.100 |" in text      # spans cut at the last round
     assert "|  | round 1 | round 2 | rounds 3-4 | round 5 |" in text
-    assert f["chain_round_1"] == "0.010" and f["chain_later"] == "0.062"
+    assert f["chain_round_1"] == "0.010" and f["chain_later"] == "0.062" and f["chain_last"] == "0.100"
+    runs = [{"plain_rate": 0.0, "after": {"0.0001": {"15": 0.01}}, "chain_by_round": [0.0, 0.0, 0.0]},
+            {"plain_rate": 0.09, "after": {"0.0001": {"15": 0.8}}, "chain_by_round": [0.1, 0.5, 0.5]},
+            {"plain_rate": 0.0, "after": {"0.0001": {"15": 0.03}}, "chain_by_round": [0.0, 0.02, 0.04]}]
+    f = lab.sdpo_lab_transfer_fields({**transfer_results(), "runs": runs})
+    assert f["top_plain"] == "0.090" and f["top_after"] == "0.800" and f["after_without_top"] == "0.020"
+    assert f["chain_later_without_top"] == "0.015" and f["chain_found"] == "2"   # (0 + 0.03) / 2; rows 2 and 3
