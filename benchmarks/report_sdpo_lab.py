@@ -155,10 +155,10 @@ def sdpo_lab_fields(res: dict) -> dict:
             out[f"{m}_above_grpo_{name}"] = f"{sum(x > 0 for x in diff)} of {len(diff)}"
     r = reach(res, hi)
     out["grpo_target"], out["grpo_gain"] = fmt(r["target"]), f"{r['gain']:+.3f}"
+    grpo = r["methods"].get("grpo", {}).get("median")      # the steps GRPO itself first reaches its final in
     for m, v in r["methods"].items():
         out[f"{m}_steps_to_grpo"] = steps_fmt(v["median"])
         out[f"{m}_reached"] = f"{v['reached']} of {len(v['steps'])}"
-        grpo = r["methods"].get("grpo", {}).get("median")
         out[f"{m}_steps_over_budget"] = "n/a" if v["median"] is None else f"{v['median'] / cfg['steps']:.2f}"
         out[f"{m}_steps_over_grpo"] = "n/a" if v["median"] is None or not grpo else f"{v['median'] / grpo:.2f}"
     return out
