@@ -107,17 +107,23 @@ def dial_values(raw: list[str] | None) -> list[int]:
     return out
 
 
+def lab_data(method: str, dial: int, lab: dict | None = None) -> dict:
+    """``method``'s run config from the warm start at dial setting ``dial`` (``model.lab.context_steps``),
+    with ``lab``'s other warm-start fields over the config's (``{"sft_steps": 1500}``, say)."""
+    data = method_config(method)
+    data["model"]["lab"] = {**data["model"]["lab"], **(lab or {}), "context_steps": dial}
+    return data
+
+
 def train_run(method: str, dial: int, seed: int, steps: int, lr: float,
-              config_path: str = "benchmarks/bench_sdpo_lab.py") -> tuple[dict, float]:
-    """``sdpo_kit.cli.train`` on ``method``'s config from the warm start at dial setting ``dial``
-    (``model.lab.context_steps``), with ``seed``, ``steps`` and ``lr``, in a temporary output folder
-    (``config_path`` names the caller in the run's log line). Returns the summary (the trained model
-    included) and the run's wall time in seconds."""
+              config_path: str = "benchmarks/bench_sdpo_lab.py", lab: dict | None = None) -> tuple[dict, float]:
+    """``sdpo_kit.cli.train`` on ``lab_data(method, dial, lab)`` with ``seed``, ``steps`` and ``lr``, in
+    a temporary output folder (``config_path`` names the caller in the run's log line). Returns the
+    summary (the trained model included) and the run's wall time in seconds."""
     from sdpo_kit.cli import train
     from sdpo_kit.registry import config_from_dict
 
-    data = method_config(method)
-    data["model"]["lab"] = {**data["model"]["lab"], "context_steps": dial}
+    data = lab_data(method, dial, lab)
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
         s = train(config_from_dict(data, {"trainer.seed": seed, "trainer.max_steps": steps,
@@ -127,13 +133,15 @@ def train_run(method: str, dial: int, seed: int, steps: int, lr: float,
     return s, wall
 
 
-def run(method: str, dial: int, seed: int, steps: int, lr: float) -> dict:
-    """One training run; its held-out accuracy by step."""
-    s, wall = train_run(method, dial, seed, steps, lr)
+def run(method: str, dial: int, seed: int, steps: int, lr: float, lab: dict | None = None,
+        config_path: str = "benchmarks/bench_sdpo_lab.py") -> dict:
+    """One training run (``train_run``); its held-out accuracy by step, and ``lab``'s fields."""
+    s, wall = train_run(method, dial, seed, steps, lr, config_path, lab)
     acc = [[r["step"], r["eval/accuracy"]] for r in s["history"] if r.get("eval/accuracy") is not None]
     norms = [[r["step"], round(r["sdpo/update_norm"], 6)] for r in s["history"] if "sdpo/update_norm" in r]
-    return {"method": method, "dial": dial, "seed": seed, "lr": lr, "steps": steps, "start_acc": s["before"],
-            "final_acc": s["after"], "acc_by_step": acc, "update_norm_by_step": norms, "wall_s": round(wall, 1)}
+    return {"method": method, "dial": dial, **(lab or {}), "seed": seed, "lr": lr, "steps": steps,
+            "start_acc": s["before"], "final_acc": s["after"], "acc_by_step": acc, "update_norm_by_step": norms,
+            "wall_s": round(wall, 1)}
 
 
 def _run(spec: tuple) -> dict:
@@ -144,7 +152,8 @@ def run_all(specs: list[tuple], jobs: int, label: str) -> list[dict]:
     """``run(*spec)`` for each spec, in order, on ``jobs`` processes (each training run uses one torch
     thread, the CLI's choice for the tiny lab; the warm starts are cached before any run starts)."""
     def show(r):
-        print(f"{label} dial {r['dial']} {r['method']} lr {r['lr']:g} seed {r['seed']}: {r['start_acc']:.3f} -> "
+        plain = f" (plain {r['sft_steps']})" if "sft_steps" in r else ""
+        print(f"{label} dial {r['dial']}{plain} {r['method']} lr {r['lr']:g} seed {r['seed']}: {r['start_acc']:.3f} -> "
               f"{r['final_acc']:.3f} ({r['wall_s']} s)", flush=True)
 
     if jobs <= 1:
@@ -165,31 +174,47 @@ def run_all(specs: list[tuple], jobs: int, label: str) -> list[dict]:
     return results
 
 
-def warm_start_for(dial: int):
-    """The warm start (model, tokenizer), the task and its held-out rows at one dial setting."""
+def pick_lrs(tuning: list[dict], methods: list[str], grid: list[float]) -> dict:
+    """Each method's learning rate: the one of ``grid`` with the best median final accuracy over its
+    ``tuning`` runs (ties: the smaller step)."""
+    lrs = {}
+    for method in methods:
+        scores = {lr: median([r["final_acc"] for r in tuning if r["method"] == method and r["lr"] == lr])
+                  for lr in grid}
+        print(f"tune {method}: median final by lr {scores}", flush=True)
+        lrs[method] = max(scores, key=lambda lr: (scores[lr], -lr))
+    return lrs
+
+
+def warm_start_for(dial: int, lab: dict | None = None):
+    """The warm start (model, tokenizer), the task and the config at one dial setting (``lab``: other
+    warm-start fields, as in ``lab_data``)."""
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict
 
-    data = base()
-    data["model"]["lab"] = {**data["model"]["lab"], "context_steps": dial}
-    cfg = config_from_dict(data)
+    cfg = config_from_dict(lab_data("sdpo", dial, lab))
     task = make_task(**cfg.task)
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
     return model, tok, task, cfg
 
 
-def teacher_table(dials: list[int]) -> dict:
+def teacher_row(dial: int, lab: dict | None = None) -> dict:
+    """Build (or load) one warm start and measure its teacher on the held-out split, with its build time."""
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
 
+    t0 = time.perf_counter()
+    model, tok, task, cfg = warm_start_for(dial, lab)
+    templates = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
+    return {**teacher_quality(model, tok, task, task.splits()[1], **templates),
+            "warm_start_s": round(time.perf_counter() - t0, 1)}
+
+
+def teacher_table(dials: list[int]) -> dict:
     out = {}
     for d in dials:
-        t0 = time.perf_counter()
-        model, tok, task, cfg = warm_start_for(d)
-        templates = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
-        out[str(d)] = {**teacher_quality(model, tok, task, task.splits()[1], **templates),
-                       "warm_start_s": round(time.perf_counter() - t0, 1)}
+        out[str(d)] = teacher_row(d)
         print(f"dial {d}: {out[str(d)]}", flush=True)
     return out
 
@@ -253,11 +278,7 @@ def main():
         to_tune = [m for m in args.methods if m not in pinned]
         tuning = run_all([(m, top, s, args.steps, lr) for m in to_tune for lr in args.lr_grid for s in args.tune_seeds],
                          args.jobs, "tune")
-        for method in to_tune:
-            scores = {lr: median([r["final_acc"] for r in tuning if r["method"] == method and r["lr"] == lr])
-                      for lr in args.lr_grid}
-            print(f"tune {method}: median final by lr {scores}", flush=True)
-            lrs[method] = max(scores, key=lambda lr: (scores[lr], -lr))   # ties: the smaller step
+        lrs.update(pick_lrs(tuning, to_tune, args.lr_grid))
         runs = run_all([(m, d, s, args.steps, lrs[m]) for d in dials for m in args.methods for s in args.seeds],
                        args.jobs, "run")
 

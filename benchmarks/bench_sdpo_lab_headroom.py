@@ -22,12 +22,11 @@ seed, with ``acc_by_step``; ``summary.table``) and prints a table.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
 from _common import machine, median, table, write_results
-from bench_sdpo_lab import method_config
+from bench_sdpo_lab import method_config, train_run
 
 AVG_K = 16   # samples per held-out row for avg@k (the SDPO paper reports avg@16)
 
@@ -68,26 +67,22 @@ def warm_start(sft_steps: int, width: int) -> dict:
     cfg = config_from_dict(grpo_config(sft_steps, width))
     task = make_task(**cfg.task)
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
-    t = method_config("sdpo")["trainer"]
-    q = teacher_quality(model, tok, task, task.splits()[1],
+    t, heldout = method_config("sdpo")["trainer"], task.splits()[1]
+    q = teacher_quality(model, tok, task, heldout,
                         **{k: t[k] for k in ("reprompt_template", "solution_template", "feedback_template")})
     return {"context_steps": lab_overrides(sft_steps, width)["context_steps"],
-            "greedy": task.evaluate(model, tok, task.splits()[1]), "avg_at_k": avg_at_k(model, tok, cfg),
+            "greedy": task.evaluate(model, tok, heldout), "avg_at_k": avg_at_k(model, tok, cfg),
             "teacher": {k: v for k, v in q.items() if k != "example"}}
 
 
 def run(spec: tuple) -> dict:
-    """One GRPO run (``sdpo_kit.cli.train``) from the warm start ``(sft_steps, width)``."""
-    from sdpo_kit.cli import train
+    """One GRPO run (``bench_sdpo_lab.train_run``) from the warm start ``(sft_steps, width)``."""
     from sdpo_kit.registry import config_from_dict
 
     sft_steps, width, lr, seed, steps = spec
-    with tempfile.TemporaryDirectory() as out:
-        cfg = config_from_dict(grpo_config(sft_steps, width), {"trainer.seed": seed, "trainer.max_steps": steps,
-                                                               "trainer.learning_rate": lr, "output_dir": out})
-        t0 = time.perf_counter()
-        s = train(cfg, config_path="benchmarks/bench_sdpo_lab_headroom.py")
-        wall = time.perf_counter() - t0
+    lab = lab_overrides(sft_steps, width)
+    s, wall = train_run("grpo", lab.pop("context_steps"), seed, steps, lr, "benchmarks/bench_sdpo_lab_headroom.py", lab)
+    cfg = config_from_dict(grpo_config(sft_steps, width))        # the run's task and temperature, for avg@k
     acc = [[r["step"], r["eval/accuracy"]] for r in s["history"] if r.get("eval/accuracy") is not None]
     return {"sft_steps": sft_steps, "width": width, "lr": lr, "seed": seed, "steps": steps,
             "start_acc": s["before"], "final_acc": s["after"], "best_acc": max(a for _, a in acc),

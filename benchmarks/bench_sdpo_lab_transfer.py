@@ -57,15 +57,14 @@ def failed_batch(model, tok, task, row, reward, *, batch_size: int, temperature:
     plain prompt) and the row mask (1: a failed attempt with feedback)."""
     from sdpo_kit.core.sampling import sample
     from sdpo_kit.sdpo.multi_turn import score_completions
-    from sdpo_kit.sdpo.reprompt import reprompt
+    from sdpo_kit.sdpo.test_time_training import feedback_teacher_prompts
 
     ro = sample(model, tok, [row["prompt"]], max_new_tokens=task.max_completion_tokens(), temperature=temperature,
                 num_return_sequences=batch_size)
     _, scores, feedbacks = score_completions(reward, row["prompt"], ro.texts,
                                              {task.answer_column: row[task.answer_column]})
-    has = [s < 1.0 and isinstance(f, str) and f.strip() != "" for s, f in zip(scores, feedbacks)]
-    prompts = [reprompt(row["prompt"], None, f, **templates) if h else row["prompt"] for f, h in zip(feedbacks, has)]
-    return ro, prompts, torch.tensor(has, dtype=torch.float32)                                # mask (B,)
+    prompts, mask = feedback_teacher_prompts(row["prompt"], scores, feedbacks, **templates)
+    return ro, prompts, mask                                                                  # mask (B,)
 
 
 def chain_rates(model, tok, task, row, reward, *, rounds: int, batch_size: int, temperature: float, templates: dict,

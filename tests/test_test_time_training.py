@@ -118,6 +118,20 @@ def test_attempts_without_feedback_are_masked_out(lab):
         torch.testing.assert_close(4 * a, b, rtol=1e-3, atol=1e-6)
 
 
+def test_feedback_teacher_prompts_reprompt_failures_with_feedback_only():
+    """A success, a failure without feedback and a blank one keep the plain prompt and no teacher;
+    each failure with feedback reads its own feedback."""
+    prompt = [{"role": "user", "content": "2+2="}]
+    prompts, mask = tts.feedback_teacher_prompts(prompt, [1.0, 0.0, 0.0, 0.0, 0.5],
+                                                 ["fine", "digit 1 is wrong", None, "  ", "too large"], **TEMPLATES)
+    assert mask.tolist() == [0.0, 1.0, 0.0, 0.0, 1.0] and mask.dtype == torch.float32
+    assert prompts[0] == prompts[2] == prompts[3] == prompt
+    assert prompts[1] == reprompt(prompt, None, "digit 1 is wrong", **TEMPLATES)
+    assert prompts[4] == reprompt(prompt, None, "too large", **TEMPLATES) != prompts[1]
+    _, lower = tts.feedback_teacher_prompts(prompt, [1.0, 0.5], ["a", "b"], success_threshold=0.5, **TEMPLATES)
+    assert lower.tolist() == [0.0, 0.0]
+
+
 def test_feedback_that_points_the_right_way_raises_the_right_answer(lab):
     """On fixed failed attempts, each SDPO step lowers the student's log s - log t against the
     teacher shown the answer. In the loop (fresh batches from the updated copy, no success

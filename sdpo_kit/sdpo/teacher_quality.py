@@ -41,12 +41,19 @@ def _greedy(model, tokenizer, task, prompts, max_new_tokens, batch_size) -> list
     return out
 
 
-def _correct(task, completions, answers) -> list[bool]:
-    """``task.is_correct`` per completion; one batch where the task scores batches (``task.scored``:
-    the lab's code task, each distinct program run once in the sandbox)."""
+def _judge(task, completions, answers) -> tuple[list[bool], list[str | None]]:
+    """(right?, the checker's feedback on each wrong one) per completion: one batch where the task scores
+    batches (``task.scored``: the lab's code task, each distinct program run once in the sandbox), else
+    ``task.is_correct`` and ``task.feedback``."""
     if hasattr(task, "scored"):
-        return [s["score"] == 1.0 for s in task.scored(completions, answers)]
-    return [task.is_correct(c, a) for c, a in zip(completions, answers)]
+        scored = task.scored(completions, answers)
+        return [s["score"] == 1.0 for s in scored], [None if s["score"] == 1.0 else s["feedback"] for s in scored]
+    ok = [task.is_correct(c, a) for c, a in zip(completions, answers)]
+    return ok, [None if good else task.feedback(c, a) for c, a, good in zip(completions, answers, ok)]
+
+
+def _correct(task, completions, answers) -> list[bool]:
+    return _judge(task, completions, answers)[0]
 
 
 @torch.no_grad()
@@ -80,14 +87,11 @@ def teacher_quality(model, tokenizer, task, rows: list[dict], *, batch_size: int
     rights = [task.format_answer(r[col]) for r in rows]
     student = _greedy(model, tokenizer, task, prompts, max_new_tokens, batch_size)
     answers = [r[col] for r in rows]
-    # a task that scores batches returns each completion's feedback with its score: the sandbox runs once
-    scored = task.scored(student, answers) if hasattr(task, "scored") else None
-    ok = [s["score"] == 1.0 for s in scored] if scored is not None else _correct(task, student, answers)
+    ok, feedback = _judge(task, student, answers)       # a task that scores batches: the sandbox runs once
     demo_prompts = [reprompt(p, right, None, **templates) for p, right in zip(prompts, rights)]
     demo = _greedy(model, tokenizer, task, demo_prompts, max_new_tokens, batch_size)
     wrong = [i for i, good in enumerate(ok) if not good]
-    said = ([scored[i]["feedback"] for i in wrong] if scored is not None
-            else [task.feedback(student[i], answers[i]) for i in wrong])
+    said = [feedback[i] for i in wrong]
     fb_prompts = [reprompt(prompts[i], None, text, **templates) for i, text in zip(wrong, said)]
     fb = _greedy(model, tokenizer, task, fb_prompts, max_new_tokens, batch_size) if wrong else []
     out = {"n": len(rows), "plain_acc": sum(ok) / len(rows),

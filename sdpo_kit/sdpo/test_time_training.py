@@ -85,6 +85,17 @@ def _check(batch_size, max_attempts, steps_per_batch, learning_rate, teacher, te
         raise ValueError("test_time_sdpo: " + "; ".join(problems))
 
 
+def feedback_teacher_prompts(prompt, scores: Sequence[float], feedbacks: Sequence, *, success_threshold: float = 1.0,
+                             **templates) -> tuple[list, torch.Tensor]:
+    """The teacher's side of a test-time SDPO step on B attempts of ``prompt``: each failed attempt
+    (score < ``success_threshold``) with feedback gets ``reprompt(prompt, None, its feedback)``; the
+    others keep the plain prompt and no teacher. Returns (B teacher prompts, row mask (B,) float: 1 for
+    a failed attempt with feedback)."""
+    has = [s < success_threshold and isinstance(f, str) and f.strip() != "" for s, f in zip(scores, feedbacks)]
+    prompts = [reprompt(prompt, None, f, **templates) if h else prompt for f, h in zip(feedbacks, has)]
+    return prompts, torch.tensor(has, dtype=torch.float32)                                  # mask (B,)
+
+
 def sdpo_step(student, optimizer, teacher_net, tokenizer, prompt, teacher_prompts: list, ro, row_mask: torch.Tensor,
               temperature: float, old_logp: torch.Tensor | None = None, is_clip: float | None = None) -> float:
     """One sampled-token SDPO step of ``student`` on B attempts ``ro`` of ``prompt``, each towards
@@ -141,11 +152,10 @@ def test_time_sdpo(model, tokenizer, prompt, reward_fn: Callable, *, columns: di
             return TestTimeSDPOResult(True, drawn + hit + 1, ro.texts[hit], losses, batches,
                                       student if keep_model else None)
         drawn += b
-        has = [isinstance(f, str) and f.strip() != "" for f in feedbacks]
-        if drawn >= max_attempts or not steps_per_batch or not any(has):
+        teacher_prompts, row_mask = feedback_teacher_prompts(prompt, scores, feedbacks,
+                                                             success_threshold=success_threshold, **templates)
+        if drawn >= max_attempts or not steps_per_batch or not row_mask.any():
             continue
-        teacher_prompts = [reprompt(prompt, None, f, **templates) if h else prompt for f, h in zip(feedbacks, has)]
-        row_mask = torch.tensor(has, dtype=torch.float32)                                   # (b,)
         old_logp = None
         if is_clip is not None:   # the sampling policy's log-probs, for the importance weight
             enc = encode_prompts(tokenizer, [prompt] * b, ro.completion_ids.device)
