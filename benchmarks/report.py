@@ -256,7 +256,7 @@ MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdp
           "trainer.lr_scheduler_type=constant --name demo_constant_lr",
           "demo_copy_warm_start": "bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start",
           "demo_top_k50": "bench_demo.py --set trainer.top_k=50 --name demo_top_k50",
-          "code_reward": "bench_code_reward.py", "sdpo_lab_headroom": "bench_sdpo_lab_headroom.py --jobs 1",
+          "code_reward": "bench_code_reward.py", "sdpo_lab_headroom": "bench_sdpo_lab_headroom.py --jobs 2",
           "sdpo_lab_room": "bench_sdpo_lab_room.py --jobs 2",
           "sdpo_lab_transfer": "bench_sdpo_lab_transfer.py"}
 
