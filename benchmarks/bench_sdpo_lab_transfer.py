@@ -38,31 +38,32 @@ import torch
 from _common import machine, table, write_results
 from bench_sdpo_lab import DIALS, warm_start_for
 
-TEMPLATE_KEYS = ("reprompt_template", "solution_template", "feedback_template")
 
-
-def rate(model, tok, task, row, reward, *, prompt=None, samples: int, temperature: float) -> float:
-    """The share of ``samples`` samples from ``prompt`` (default: the row's plain prompt) that succeed."""
+def attempts(model, tok, task, row, reward, *, prompt=None, n: int, temperature: float):
+    """``n`` samples from ``prompt`` (default: the row's plain prompt), scored against the row's answer:
+    (the rollout, the scores, the feedbacks)."""
     from sdpo_kit.core.sampling import sample
     from sdpo_kit.sdpo.multi_turn import score_completions
 
     ro = sample(model, tok, [prompt or row["prompt"]], max_new_tokens=task.max_completion_tokens(),
-                temperature=temperature, num_return_sequences=samples)
-    _, scores, _ = score_completions(reward, row["prompt"], ro.texts, {task.answer_column: row[task.answer_column]})
+                temperature=temperature, num_return_sequences=n)
+    _, scores, feedbacks = score_completions(reward, row["prompt"], ro.texts,
+                                             {task.answer_column: row[task.answer_column]})
+    return ro, scores, feedbacks
+
+
+def rate(model, tok, task, row, reward, *, prompt=None, samples: int, temperature: float) -> float:
+    """The share of ``samples`` samples from ``prompt`` (default: the row's plain prompt) that succeed."""
+    _, scores, _ = attempts(model, tok, task, row, reward, prompt=prompt, n=samples, temperature=temperature)
     return sum(s >= 1.0 for s in scores) / samples
 
 
 def failed_batch(model, tok, task, row, reward, *, batch_size: int, temperature: float, templates: dict):
     """B plain attempts from ``model``: the rollout, each attempt's teacher prompt (its own feedback, or the
     plain prompt) and the row mask (1: a failed attempt with feedback)."""
-    from sdpo_kit.core.sampling import sample
-    from sdpo_kit.sdpo.multi_turn import score_completions
     from sdpo_kit.sdpo.test_time_training import feedback_teacher_prompts
 
-    ro = sample(model, tok, [row["prompt"]], max_new_tokens=task.max_completion_tokens(), temperature=temperature,
-                num_return_sequences=batch_size)
-    _, scores, feedbacks = score_completions(reward, row["prompt"], ro.texts,
-                                             {task.answer_column: row[task.answer_column]})
+    ro, scores, feedbacks = attempts(model, tok, task, row, reward, n=batch_size, temperature=temperature)
     prompts, mask = feedback_teacher_prompts(row["prompt"], scores, feedbacks, **templates)
     return ro, prompts, mask                                                                  # mask (B,)
 
@@ -73,18 +74,14 @@ def chain_rates(model, tok, task, row, reward, *, rounds: int, batch_size: int, 
     prompt, round r + 1 from the reprompt with the feedback on one of round r's failed attempts (the first;
     with an exact-match score every failure is as good as any), the prompt kept when none failed. The share of
     right attempts in each round, mean over ``chains`` independent chains."""
-    from sdpo_kit.core.sampling import sample
-    from sdpo_kit.sdpo.multi_turn import score_completions
     from sdpo_kit.sdpo.reprompt import reprompt
 
     hits = [0.0] * rounds
     for _ in range(chains):
         current = row["prompt"]
         for r in range(rounds):
-            ro = sample(model, tok, [current], max_new_tokens=task.max_completion_tokens(), temperature=temperature,
-                        num_return_sequences=batch_size)
-            _, scores, feedbacks = score_completions(reward, row["prompt"], ro.texts,
-                                                     {task.answer_column: row[task.answer_column]})
+            _, scores, feedbacks = attempts(model, tok, task, row, reward, prompt=current, n=batch_size,
+                                            temperature=temperature)
             hits[r] += sum(x >= 1.0 for x in scores) / batch_size / chains
             failed = next((f for x, f in zip(scores, feedbacks) if x < 1.0 and f), None)
             current = reprompt(row["prompt"], None, failed, **templates) if failed else current
@@ -141,7 +138,7 @@ def main():
         raise SystemExit("--checkpoints, --samples, --batch-size, --rounds and --chains take positive ints, --lrs "
                          "positive rates")
     from sdpo_kit.rewards import feedback_reward
-    from sdpo_kit.sdpo.test_time_training import hard_rows
+    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS, hard_rows
 
     torch.set_num_threads(1)
     model, tok, task, cfg = warm_start_for(args.dial)
