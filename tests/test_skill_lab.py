@@ -246,3 +246,32 @@ def test_the_feedback_reward_speaks_the_tasks_style():
     assert feedback_reward(style="digits")(["q"], ["4915"], answer=["4905"])[0]["feedback"].endswith("49?5")
     with pytest.raises(ValueError, match="style"):
         feedback_reward(style="loud")
+
+
+def test_joint_dial_settings_share_their_first_task_cycles_bit_for_bit(tmp_path, monkeypatch, capsys):
+    """context_mix="joint": the cycles before the first context batch are the same at every dial setting, so the
+    top's warm start resumes from the bottom's snapshot of them, and ends bit-identical to one built from scratch."""
+    import torch
+
+    import sdpo_kit.lab.model as lab_model
+
+    base = dict(task="long_addition", digits=2, terms=2, n_eval=20, sft_steps=6, sft_cycle_steps=2, copy_fraction=0.0,
+                max_position_embeddings=128, hidden_size=16, intermediate_size=32, sft_batch_size=4,
+                context_templates="compact", context_mix="joint", context_lr_scale=0.5)
+    monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path / "scratch"))
+    scratch, _ = warm_start(LabConfig(**base, context_steps=2), verbose=False)      # cycles (2, 0), (2, 0), (2, 2)
+    # built from nothing, it saves its own two shared cycles (not its last: that is the warm start itself)
+    assert sorted(p.name for p in (tmp_path / "scratch").glob("tiny-lab-prefix-*/*")) == ["cycle0.pt", "cycle1.pt"]
+    monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path / "shared"))
+    calls = []
+    real = lab_model.sft
+    monkeypatch.setattr(lab_model, "sft", lambda *a, **kw: calls.append(kw["seed"]) or real(*a, **kw))
+    warm_start(LabConfig(**base, context_steps=0), verbose=False)                   # the bottom: saves cycles 0, 1
+    snaps = lab_model.prefix_dir(LabConfig(**base, context_steps=2))
+    assert snaps == lab_model.prefix_dir(LabConfig(**base)) and sorted(p.name for p in snaps.iterdir()) == [
+        "cycle0.pt", "cycle1.pt"]
+    calls.clear()
+    resumed, _ = warm_start(LabConfig(**base, context_steps=2))
+    assert calls == [2000] and "2 shared task cycle(s) loaded" in capsys.readouterr().out   # only the third cycle ran
+    a, b = scratch.state_dict(), resumed.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -253,6 +253,41 @@ def sft(model, tokenizer, rows, *, steps: int, batch_size: int, lr: float, seed:
     return losses
 
 
+# the dial's fields: the task cycles a joint-mix warm start runs before its first context batch never read them
+DIAL_FIELDS = ("context_steps", "context_templates", "context_lr_scale", "context_mix", "context_feedback_share")
+
+
+def prefix_dir(cfg: LabConfig) -> Path:
+    """Where the task cycles shared by every dial setting of one lab are cached: snapshots of the weights after
+    each cycle that ran no context batch (``cycle<k>.pt``), keyed by every field but the dial's."""
+    blob = json.dumps({k: v for k, v in asdict(cfg).items() if k not in DIAL_FIELDS}, sort_keys=True).encode()
+    return cache_dir() / f"tiny-lab-prefix-{hashlib.sha256(blob).hexdigest()[:12]}"
+
+
+def shared_cycles(plan: list[tuple[int, int]]) -> int:
+    """How many leading cycles of a ``cycles`` plan run no context batch (the same at every dial setting)."""
+    return next((k for k, (_, extra) in enumerate(plan) if extra), len(plan))
+
+
+def resume_prefix(model, snaps: Path, shared: int) -> int:
+    """Load the latest cached snapshot of the first ``shared`` cycles into ``model``; the cycles it covers (0: none).
+    Each cycle starts a fresh AdamW and seeds its own batches, so the weights are all a cycle carries over."""
+    for k in range(shared - 1, -1, -1):
+        path = snaps / f"cycle{k}.pt"
+        if path.exists():
+            model.load_state_dict(torch.load(path, weights_only=True))
+            return k + 1
+    return 0
+
+
+def save_prefix(model, snaps: Path, k: int) -> None:
+    """Cache the weights after shared cycle ``k`` (atomically; a concurrent build may write the same file)."""
+    snaps.mkdir(parents=True, exist_ok=True)
+    tmp = snaps / f"cycle{k}.pt.tmp{os.getpid()}"
+    torch.save(model.state_dict(), tmp)
+    tmp.replace(snaps / f"cycle{k}.pt")
+
+
 def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bool = True):
     """The warm-started tiny model and tokenizer, trained once and cached on disk.
 
@@ -301,10 +336,19 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
         for phase_rows, steps, lr, seed, extra_rows, extra_steps in (phases if cfg.copy_first else phases[::-1]):
             cycle = cfg.sft_cycle_steps if phase_rows is rows else 0      # the task phase only
             joint = cfg.context_mix == "joint"
-            for k, (n, n_extra) in enumerate(cycles(steps, extra_steps, cycle, last=joint)):
+            plan = cycles(steps, extra_steps, cycle, last=joint)
+            # joint mix: the leading cycles without a context batch are the same at every dial setting; reuse them
+            shared = shared_cycles(plan) if joint and phase_rows is rows and not force else 0
+            snaps = prefix_dir(cfg)
+            done = resume_prefix(model, snaps, shared)
+            if done and verbose:
+                print(f"tiny-lab warm start: {done} shared task cycle(s) loaded from {snaps}", flush=True)
+            for k, (n, n_extra) in enumerate(plan[done:], start=done):
                 sft(model, tok, phase_rows, steps=n, batch_size=cfg.sft_batch_size, lr=lr, seed=seed + 1000 * k,
                     log_every=log, context_rows=extra_rows, context_steps=n_extra,
                     context_lr_scale=cfg.context_lr_scale, context_mix=cfg.context_mix)
+                if k < min(shared, len(plan) - 1):   # the last cycle's weights are the warm start itself
+                    save_prefix(model, snaps, k)
     finally:
         torch.set_num_threads(threads)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
