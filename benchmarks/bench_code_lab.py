@@ -107,13 +107,14 @@ def teacher_part(dial: int) -> dict:
     from sdpo_kit.registry import config_from_dict
     from sdpo_kit.sdpo.reprompt import reprompt
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
 
     t0 = time.perf_counter()
     cfg = config_from_dict(method_config("sdpo_feedback", dial))
     task = make_task(**cfg.task)
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
     warm_s = time.perf_counter() - t0
-    templates = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
+    templates = {k: getattr(cfg.trainer, k) for k in TEMPLATE_KEYS}
     held = task.splits()[1]
     out = {**teacher_quality(model, tok, task, held, **templates), "warm_start_s": round(warm_s, 1)}
     tried = generate_completions(model, tok, [r["prompt"] for r in held[:32]], max_new_tokens=task.max_completion_tokens())

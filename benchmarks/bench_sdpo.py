@@ -149,12 +149,12 @@ def main():
     from sdpo_kit.registry import config_from_dict
     from sdpo_kit.rewards import feedback_reward
     from sdpo_kit.sdpo.multi_turn import compare_multi_turn_with_best_of_n
-    from sdpo_kit.sdpo.test_time_training import discovery_curves, hard_rows
+    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS, discovery_curves, hard_rows
 
     cfg = config_from_dict(feedback)
     task = make_task(**cfg.task)
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
-    tpl = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
+    tpl = {k: getattr(cfg.trainer, k) for k in TEMPLATE_KEYS}
     heldout = task.splits()[1][:args.tt_rows]
     test_time = compare_multi_turn_with_best_of_n(model, tok, task, heldout, feedback_reward(), n=1, rounds=4,
                                                   temperature=cfg.trainer.temperature, seed=0, **tpl)

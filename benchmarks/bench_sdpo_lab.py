@@ -44,6 +44,8 @@ from pathlib import Path
 from _common import machine, median, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 
+from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS  # the teacher prompt's template keywords
+
 # the dial: SFT steps on teacher prompts (0: the model never saw one); the rest of the recipe is the config's
 DIALS = [0, 500, 1000]
 BASE_CONFIG = "configs/sdpo_lab.yaml"       # the skill lab with TRL's SDPO defaults (token-level, alpha 1, EMA)
@@ -206,7 +208,7 @@ def teacher_row(dial: int, lab: dict | None = None) -> dict:
 
     t0 = time.perf_counter()
     model, tok, task, cfg = warm_start_for(dial, lab)
-    templates = {k: getattr(cfg.trainer, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
+    templates = {k: getattr(cfg.trainer, k) for k in TEMPLATE_KEYS}
     return {**teacher_quality(model, tok, task, task.splits()[1], **templates),
             "warm_start_s": round(time.perf_counter() - t0, 1)}
 
@@ -228,7 +230,7 @@ def discovery(dials: list[int], budgets: list[int], batch_size: int, max_rows: i
     for d in dials:
         model, tok, task, cfg = warm_start_for(d)
         tr = cfg.trainer
-        templates = {k: getattr(tr, k) for k in ("reprompt_template", "solution_template", "feedback_template")}
+        templates = {k: getattr(tr, k) for k in TEMPLATE_KEYS}
         reward = feedback_reward(style=task.feedback_style)
         hard = hard_rows(model, tok, task, task.splits()[1], reward, samples=32, below=0.1, temperature=tr.temperature)
         out[str(d)] = discovery_curves(model, tok, task, hard[:max_rows], reward, budgets=budgets, batch_size=batch_size,

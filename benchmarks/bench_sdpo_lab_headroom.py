@@ -28,6 +28,8 @@ from pathlib import Path
 from _common import machine, median, table, write_results
 from bench_sdpo_lab import method_config, train_run
 
+from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
+
 AVG_K = 16   # samples per held-out row for avg@k (the SDPO paper reports avg@16)
 
 
@@ -69,7 +71,7 @@ def warm_start(sft_steps: int, width: int) -> dict:
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
     t, heldout = method_config("sdpo")["trainer"], task.splits()[1]
     q = teacher_quality(model, tok, task, heldout,
-                        **{k: t[k] for k in ("reprompt_template", "solution_template", "feedback_template")})
+                        **{k: t[k] for k in TEMPLATE_KEYS})
     return {"context_steps": lab_overrides(sft_steps, width)["context_steps"],
             "greedy": task.evaluate(model, tok, heldout), "avg_at_k": avg_at_k(model, tok, cfg),
             "teacher": {k: v for k, v in q.items() if k != "example"}}

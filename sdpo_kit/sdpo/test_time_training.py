@@ -152,9 +152,11 @@ def test_time_sdpo(model, tokenizer, prompt, reward_fn: Callable, *, columns: di
             return TestTimeSDPOResult(True, drawn + hit + 1, ro.texts[hit], losses, batches,
                                       student if keep_model else None)
         drawn += b
+        if drawn >= max_attempts or not steps_per_batch:     # no step follows this batch: no teacher to build
+            continue
         teacher_prompts, row_mask = feedback_teacher_prompts(prompt, scores, feedbacks,
                                                              success_threshold=success_threshold, **templates)
-        if drawn >= max_attempts or not steps_per_batch or not row_mask.any():
+        if not row_mask.any():
             continue
         old_logp = None
         if is_clip is not None:   # the sampling policy's log-probs, for the importance weight
