@@ -105,17 +105,26 @@ def require_clean_tree() -> None:
                         "clean commits), or pass --allow-dirty to stamp the diff's hash into the results:\n" + files)
 
 
+def _benchmark_file(path) -> str | None:
+    """``path`` relative to the repository when it is a file under ``benchmarks/``, else None (a module
+    whose ``__file__`` is not a real path, as some of torch's are, is none of ours)."""
+    try:
+        p = Path(path).resolve()
+        rel = p.relative_to(ROOT).as_posix()
+    except (TypeError, ValueError):
+        return None
+    return rel if rel.startswith("benchmarks/") and p.is_file() else None
+
+
 def measures(name: str) -> list[str]:
-    """The files a results file ``name`` measures: its room list (``MEASURES``) and its script."""
+    """The files a results file ``name`` measures: its room list (``MEASURES``), its script, and the
+    benchmark modules the script imported (``bench_sdpo_lab_room.py`` runs ``bench_sdpo_lab.py``'s code)."""
     base = next((k for k in sorted(MEASURES, key=len, reverse=True) if name.startswith(k)), None)
     if base is None:
         raise KeyError(f"benchmark {name!r} names no measured files: add it to MEASURES in benchmarks/_common.py")
-    script = Path(sys.argv[0]).resolve()
-    try:
-        script = script.relative_to(ROOT).as_posix()
-    except ValueError:
-        script = None
-    return sorted(set(MEASURES[base] + ([script] if script and script.startswith("benchmarks/") else [])))
+    files = [_benchmark_file(sys.argv[0])] + [_benchmark_file(getattr(m, "__file__", None))
+                                              for m in list(sys.modules.values())]
+    return sorted(set(MEASURES[base]) | {f for f in files if f})
 
 
 def median(xs):
