@@ -1,7 +1,9 @@
 """Render the README's number tables, and the notebooks' reference figures, from benchmarks/results/.
 
     python benchmarks/report.py            # rewrite what sits between the report markers
-    python benchmarks/report.py --check    # exit 1 if README.md or a notebook is out of date
+    python benchmarks/report.py --check    # exit 1 if a rendered file is out of date or a results file
+                                           # has no sound provenance; list the stale results files
+    python benchmarks/report.py --stale    # list the stale results files only (exit 0)
 
 A block in README.md or in a notebook's markdown cell looks like
 
@@ -15,6 +17,12 @@ by hand; ``tests/test_report.py`` fails when the committed text and the results 
 A number inside a sentence is a field, ``<!--f:sdpo.teacher_demo_acc-->1.000<!--/f-->``, computed
 by ``FIELDS`` from one results file and rewritten the same way.
 A block whose results file does not exist yet says which command makes it.
+
+A stale results file (code it measures changed in a later commit: ``staleness.py``) still renders; its
+blocks' provenance line says "measured at <commit>; changed since: <files>", its fields are not marked.
+``--check`` lists stale files but exits 0 on staleness alone, as ``make test`` passes;
+it exits 1 on what ``make test`` fails on: out-of-date text, or a results file from a dirty tree or
+with no provenance. ``make bench-stale`` (``bench_stale.py``) re-measures the stale files.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from report_sdpo_lab import (
     sdpo_lab_transfer_fields,
 )
 from report_sdpo_room import sdpo_lab_headroom, sdpo_lab_headroom_fields, sdpo_lab_room, sdpo_lab_room_fields
+from staleness import describe, scan
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -213,7 +222,7 @@ def notebook_reference(nb: str):
         if run is None or not run.get("results"):
             return f"(no full-size run of notebook {nb} recorded yet: `python benchmarks/bench_notebooks.py --full`)"
         rows = [[k.replace("_", " "), fmt(v)] for k, v in run["results"].items()]
-        own = {**res, **{k: run[k] for k in ("command", "date", "commit") if k in run}}  # this notebook's run
+        own = {**res, **{k: run[k] for k in ("command", "date", "commit") if k in run}, "runs": [run]}  # this notebook's run
         return "\n".join([md_table(["figure", "value"], rows), "",
                           f"Full size in {run['wall_s']:.0f} s. {provenance(own)}"])
     return render
@@ -378,20 +387,34 @@ def render_file(path: Path) -> tuple[str, str]:
     return old, (json.dumps(nb, indent=1, ensure_ascii=False) + "\n" if changed else old)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--check", action="store_true", help="report files that are out of date; change nothing")
-    args = ap.parse_args()
-    stale = []
+    ap.add_argument("--check", action="store_true", help="list what is out of date or stale; change nothing; exit 1 "
+                    "on out-of-date text or a results file without sound provenance, not on staleness alone")
+    ap.add_argument("--stale", action="store_true", help="list the stale results files only; change nothing")
+    args = ap.parse_args(argv)
+    findings = scan(RESULTS)
+    stale = [f for f in findings if f.stale and not f.problems]
+    if args.stale:
+        print("\n".join(describe(f) for f in stale) if stale else "no stale results")
+        return 0
+    outdated = []
     for path in targets():
         old, new = render_file(path)
         if old != new:
-            stale.append(path.relative_to(ROOT))
+            outdated.append(path.relative_to(ROOT))
             if not args.check:
                 path.write_text(new)
     verb = "out of date" if args.check else "updated"
-    print(f"{verb}: {', '.join(map(str, stale))}" if stale else "up to date")
-    return 1 if args.check and stale else 0
+    print(f"{verb}: {', '.join(map(str, outdated))}" if outdated else "up to date")
+    if stale:
+        print(f"stale (still rendered, marked; re-measure with make bench-stale): {len(stale)}")
+        print("\n".join("  " + describe(f) for f in stale))
+    untrusted = [f for f in findings if f.problems]
+    if untrusted:
+        print("no sound provenance (make test fails; rerun these from a clean commit):")
+        print("\n".join("  " + describe(f) for f in untrusted))
+    return 1 if args.check and (outdated or untrusted) else 0
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from staleness import stale_note
+
 
 def fmt(v, digits: int = 3) -> str:
     if isinstance(v, bool) or v is None:
@@ -20,9 +22,11 @@ def md_table(headers, rows) -> str:
 
 
 def provenance(res: dict) -> str:
+    """Who made the numbers, where and when; a stale result's line ends with what changed since
+    (``staleness.stale_note``: a function of HEAD, so the rendered text is too)."""
     m = res["machine"]
     return (f"Made by `{res['command']}` on {res['date']} at commit `{res['commit']}` "
-            f"({m['arch']}, {m['cores']} cores, torch {m['torch']}, trl {m['trl']}).")
+            f"({m['arch']}, {m['cores']} cores, torch {m['torch']}, trl {m['trl']}).{stale_note(res)}")
 
 
 def discovery_table(d: dict | None) -> str:
