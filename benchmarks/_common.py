@@ -3,12 +3,18 @@
 Every script writes ``benchmarks/results/<name>.json``: the command that made it, the date, the
 machine, the git commit, the config, the raw per-run figures and the summary. ``report.py``
 renders the README's tables from those files, so every number in the README comes from one.
+``name`` is the benchmark's own (it picks what the file measures); a script's ``--out FILE`` only
+says where to write (``results_path``). A write that fails for any reason (a bad path, a dirty tree
+found at the end, an unknown name) first saves the runs to ``benchmarks/results/unsaved/`` (ignored
+by git; the system's temporary folder if that fails too) and says where, then raises: a benchmark
+never loses its runs to a write error.
 
 Numbers come from clean commits: a script refuses to start, and ``write_results`` to write, while
 ``sdpo_kit/``, ``configs/``, ``benchmarks/`` (results aside) or ``notebooks/`` have uncommitted changes.
 ``--allow-dirty`` (any script) runs anyway and stamps the commit ``<sha>+dirty:<hash of the diff>``.
-Each results file names the files it measures (``MEASURES``); ``tests/test_report.py`` fails when
-one of them changed in a commit later than the one the results were made at.
+Each results file names the files it measures (``MEASURES``); when one of them changes in a later
+commit the results are stale: ``report.py`` marks their blocks and lists them, ``make bench-stale``
+re-measures them (``staleness.py``; ``make test`` fails only on a dirty tree or missing provenance).
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+UNSAVED = RESULTS / "unsaved"   # runs whose results file could not be written (ignored by git)
 
 
 def machine() -> str:
@@ -45,7 +54,7 @@ def machine_info() -> dict:
 
 
 # the code each benchmark measures (besides this file and its own script): a result is stale once
-# any of these changes in a later commit (tests/test_report.py); rooms, not single files
+# any of these changes in a later commit (staleness.py); rooms, not single files
 CORE = ["sdpo_kit/core", "sdpo_kit/lab", "sdpo_kit/models.py", "sdpo_kit/registry.py", "sdpo_kit/cli.py",
         "sdpo_kit/rewards", "benchmarks/_common.py"]
 MEASURES = {
@@ -151,18 +160,73 @@ def command() -> str:
     return " ".join(["python", str(script), *sys.argv[1:]])
 
 
-def write_results(name: str, *, config: dict, runs: list, summary: dict) -> Path:
-    """``benchmarks/results/<name>.json`` with everything a reader needs to trust the numbers.
+def results_path(name: str, out: str | os.PathLike | None = None) -> Path:
+    """Where ``write_results`` writes: ``benchmarks/results/<name>.json``, or ``out`` (a script's ``--out``):
+    an absolute path as given, a bare file name (no folder) in ``benchmarks/results/`` (so
+    ``--out sdpo_lab_ablations.json`` is a results file ``report.py`` reads), any other relative path
+    from the current directory, as a shell would read it."""
+    if out is None:
+        return RESULTS / f"{name}.json"
+    out = Path(out).expanduser()
+    if not out.is_absolute() and out.parent == Path("."):
+        return RESULTS / out
+    return out.resolve()
 
-    Refuses (DirtyTree) while the measured code has uncommitted changes, unless --allow-dirty."""
-    require_clean_tree()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    payload = {"benchmark": name, "command": command() + (" --allow-dirty" if ALLOW_DIRTY else ""),
-               "date": dt.date.today().isoformat(), "commit": git_commit(), "measures": measures(name),
-               "machine": machine_info(), "config": config, "runs": runs, "summary": summary}
-    path.write_text(json.dumps(payload, indent=1) + "\n")
-    print(f"\nwrote {path.relative_to(ROOT)}")
+
+def out_help(name: str) -> str:
+    """The help of a script's ``--out``."""
+    return (f"where to write the results, any path (default benchmarks/results/{name}.json; a bare file name "
+            "goes there too, another relative path is from the current directory)")
+
+
+def save_unsaved(name: str, payload: dict) -> Path | None:
+    """``payload`` in ``benchmarks/results/unsaved/unsaved-<name>-<time>-<pid>.json``, else in the system's temporary
+    folder; the path, or None when neither could be written."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for folder in (UNSAVED, Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"unsaved-{name}-{stamp}-{os.getpid()}.json"
+            # default=repr: a run is never lost to a value json cannot write
+            path.write_text(json.dumps(payload, indent=1, default=repr) + "\n")
+            return path
+        except Exception:  # any folder that takes the file will do
+            continue
+    return None
+
+
+def write_results(name: str, *, config: dict, runs: list, summary: dict, out: str | os.PathLike | None = None,
+                  extra: dict | None = None) -> Path:
+    """``benchmarks/results/<name>.json`` (or ``results_path(name, out)``) with everything a reader needs
+    to trust the numbers; ``name`` is the benchmark's own and gives the provenance (``measures``), ``out``
+    only the path; ``extra``: more top-level keys.
+
+    Refuses (DirtyTree) while the measured code has uncommitted changes, unless --allow-dirty. Whatever
+    fails, the runs are saved first (``save_unsaved``, the path printed) and then the error is raised."""
+    head = {"benchmark": name}
+    body = {"config": config, "runs": runs, "summary": summary, **(extra or {})}
+    try:
+        head.update(command=command() + (" --allow-dirty" if ALLOW_DIRTY else ""), date=dt.date.today().isoformat())
+        path = results_path(name, out)
+        require_clean_tree()
+        payload = {**head, "commit": git_commit(), "measures": measures(name), "machine": machine_info(), **body}
+        text = json.dumps(payload, indent=1) + "\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(path.name + ".part")   # a crash mid-write leaves no half results file
+        part.write_text(text)
+        os.replace(part, path)
+    except Exception as err:
+        saved = save_unsaved(name, {**head, **body, "error": "".join(traceback.format_exception_only(err)).strip()})
+        bar = "!" * 100
+        print(f"\n{bar}\nCOULD NOT WRITE THE RESULTS of {name}: {err!r}\n"
+              + (f"the runs are saved in {saved}\n" if saved else "and no fallback file could be written either\n")
+              + bar, file=sys.stderr, flush=True)
+        raise
+    try:
+        shown = path.relative_to(ROOT)
+    except ValueError:
+        shown = path
+    print(f"\nwrote {shown}")
     return path
 
 

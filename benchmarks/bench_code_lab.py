@@ -29,9 +29,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from pathlib import Path
 
-from _common import machine, median, table, write_results
+from _common import machine, median, out_help, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 
 CONFIG = "configs/sdpo_code_lab.yaml"
@@ -137,7 +136,7 @@ def main():
     ap.add_argument("--steps", type=int, default=None, help=f"training steps (default: {CONFIG}'s max_steps)")
     ap.add_argument("--runs-at-every-dial", action="store_true", help="training runs at every --dial (default: the top)")
     ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each")
-    ap.add_argument("--out", default=None, help="results file (default benchmarks/results/code_lab.json)")
+    ap.add_argument("--out", default=None, help=out_help("code_lab"))
     args = ap.parse_args()
     if any(d < 0 for d in args.dial):
         raise SystemExit("--dial takes step counts >= 0")
@@ -161,10 +160,10 @@ def main():
     summary = {"teacher": teacher,
                "final_median": {f"{d}/{m}": row[3] for (d, m), row in
                                 zip([(d, m) for d in run_dials for m in args.methods], rows)}}
-    name = Path(args.out).stem if args.out else "code_lab"
-    write_results(name, config={"seeds": args.seeds, "dials": args.dial, "run_dials": run_dials, "methods": args.methods,
-                                "steps": steps,
-                                "base": CONFIG, "jobs": args.jobs}, runs=runs, summary=summary)
+    write_results("code_lab", out=args.out,
+                  config={"seeds": args.seeds, "dials": args.dial, "run_dials": run_dials, "methods": args.methods,
+                          "steps": steps, "base": CONFIG, "jobs": args.jobs},
+                  runs=runs, summary=summary)
 
 
 if __name__ == "__main__":

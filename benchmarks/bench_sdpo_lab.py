@@ -36,12 +36,10 @@ results file's ``runs`` / ``summary`` (``benchmarks/results/sdpo_lab.json`` by d
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
-from pathlib import Path
 
-from _common import machine, median, table, write_results
+from _common import machine, median, out_help, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 
 from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS  # the teacher prompt's template keywords
@@ -247,7 +245,7 @@ def main():
     ap.add_argument("--dial", nargs="+", help=f"dial settings (context SFT steps) from {DIALS}, or min / max")
     ap.add_argument("--methods", nargs="+", default=["grpo", "sdpo", "sdpo_feedback"], choices=METHODS)
     ap.add_argument("--steps", type=int, default=None, help=f"training steps (default: {BASE_CONFIG}'s max_steps)")
-    ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sdpo_lab.json)")
+    ap.add_argument("--out", default=None, help=out_help("sdpo_lab"))
     ap.add_argument("--tune-seeds", type=int, nargs="+", default=[100, 101, 102])
     # from 1e-5: bench_sdpo_lab_headroom.py measured GRPO climbing only at 1e-5 to 1e-4 and falling at 3e-4 from
     # every warm start; 1e-3 (the old grid's top) took every method to 0.000 in tuning, so it is left out
@@ -299,17 +297,12 @@ def main():
     found = discovery(sorted({min(dials), max(dials)}), args.budgets, 8, args.discovery_rows) if args.discovery else {}
     start_acc = {d: q["plain_acc"] for d, q in teacher.items()}
     summary = {"start_acc": start_acc, "teacher": teacher, "lr": lrs, "tuning": tuning, "discovery": found}
-    name = Path(args.out).stem if args.out else "sdpo_lab"
-    path = write_results(name, config={"seeds": args.seeds, "dials": dials, "methods": args.methods,
-                                       "steps": args.steps, "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid,
-                                       "pinned_lr": pinned, "base": BASE_CONFIG, "budgets": args.budgets,
-                                       "jobs": args.jobs},
-                         runs=runs, summary=summary)
-    payload = json.loads(path.read_text())      # the contract's top-level keys, beside write_results' own
-    payload.update(start_acc=start_acc, teacher=teacher, lr=lrs)
-    path.write_text(json.dumps(payload, indent=1) + "\n")
-    if args.out and Path(args.out).resolve() != path.resolve():
-        Path(args.out).write_text(path.read_text())
+    write_results("sdpo_lab", out=args.out,
+                  config={"seeds": args.seeds, "dials": dials, "methods": args.methods, "steps": args.steps,
+                          "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid, "pinned_lr": pinned,
+                          "base": BASE_CONFIG, "budgets": args.budgets, "jobs": args.jobs},
+                  runs=runs, summary=summary,
+                  extra={"start_acc": start_acc, "teacher": teacher, "lr": lrs})   # the contract's top-level keys
 
 
 if __name__ == "__main__":

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
-from _common import machine, median, table, write_results
+from _common import machine, median, out_help, table, write_results
 from bench_sdpo_lab import method_config, train_run
 
 from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
@@ -132,7 +131,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=300, help="GRPO steps (the lab's budget is 200)")
     ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each")
-    ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sdpo_lab_headroom.json)")
+    ap.add_argument("--out", default=None, help=out_help("sdpo_lab_headroom"))
     args = ap.parse_args()
     if min(args.sft_steps) < 2 or min(args.widths) < 4 or args.steps < 1 or min(args.lrs) <= 0 or args.jobs < 1:
         raise SystemExit("--sft-steps >= 2, --widths >= 4, --steps >= 1, --jobs >= 1 and positive --lrs, please")
@@ -153,9 +152,9 @@ def main():
                  f"avg@{AVG_K} start", f"avg@{AVG_K} final"],
                 [[r[0], r[1], f"{r[2]:g}", *(f"{x:.3f}" for x in r[3:6]), f"{r[6]:+.3f}", r[7],
                   f"{r[9]:.3f}", f"{r[10]:.3f}"] for r in rows]))
-    name = Path(args.out).stem if args.out else "sdpo_lab_headroom"
-    write_results(name, config={"sft_steps": args.sft_steps, "widths": args.widths, "lrs": args.lrs,
-                                "seeds": args.seeds, "steps": args.steps, "avg_k": AVG_K, "start": starts},
+    write_results("sdpo_lab_headroom", out=args.out,
+                  config={"sft_steps": args.sft_steps, "widths": args.widths, "lrs": args.lrs, "seeds": args.seeds,
+                          "steps": args.steps, "avg_k": AVG_K, "start": starts},
                   runs=runs, summary={"table": rows})
 
 

@@ -27,9 +27,8 @@ Writes ``benchmarks/results/sdpo_lab_room.json`` in ``bench_sdpo_lab.py``'s shap
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from _common import machine, median, table, write_results
+from _common import machine, median, out_help, table, write_results
 from bench_sdpo_lab import METHODS, pick_lrs, run_all, teacher_row
 
 
@@ -50,7 +49,7 @@ def main():
     ap.add_argument("--lr-grid", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4, 3e-4])
     ap.add_argument("--steps", type=int, default=200, help="training steps (the lab's budget)")
     ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each (one torch thread)")
-    ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sdpo_lab_room.json)")
+    ap.add_argument("--out", default=None, help=out_help("sdpo_lab_room"))
     args = ap.parse_args()
     if set(args.seeds) & set(args.tune_seeds):
         raise SystemExit(f"seeds {sorted(set(args.seeds) & set(args.tune_seeds))} are both tuning and reporting seeds")
@@ -80,10 +79,10 @@ def main():
                   ", ".join(f"{r['final_acc']:.3f}" for r in runs if r["method"] == m)] for m in args.methods]))
     summary = {"start_acc": {d: q["plain_acc"] for d, q in teacher.items()}, "teacher": teacher, "lr": lrs,
                "tuning": tuning}
-    name = Path(args.out).stem if args.out else "sdpo_lab_room"
-    write_results(name, config={"sft_steps": args.sft_steps, "seeds": args.seeds, "dials": dials,
-                                "methods": args.methods, "steps": args.steps, "tune_seeds": args.tune_seeds,
-                                "lr_grid": args.lr_grid, "jobs": args.jobs},
+    write_results("sdpo_lab_room", out=args.out,
+                  config={"sft_steps": args.sft_steps, "seeds": args.seeds, "dials": dials, "methods": args.methods,
+                          "steps": args.steps, "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid,
+                          "jobs": args.jobs},
                   runs=runs, summary=summary)
 
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from pathlib import Path
 
-from _common import RESULTS, machine, median, table, write_results
+from _common import RESULTS, machine, median, out_help, table, write_results
 from bench_sdpo_lab import dial_values, method_config, train_run, warm_start_for
 
 
@@ -106,7 +105,7 @@ def main():
     ap.add_argument("--lr", type=float, default=None, help="GRPO learning rate (default: bench_sdpo_lab's tuned one)")
     ap.add_argument("--samples", type=int, default=32, help="samples per row for its success rate p")
     ap.add_argument("--train-rows", type=int, default=200, help="training rows measured beside the held-out split")
-    ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sdpo_lab_signal.json)")
+    ap.add_argument("--out", default=None, help=out_help("sdpo_lab_signal"))
     args = ap.parse_args()
     if args.samples < 1 or args.train_rows < 1:
         raise SystemExit("--samples and --train-rows must be >= 1")
@@ -124,9 +123,9 @@ def main():
                     rows.append([d, stage, split] + [median([r[k] for r in mine]) for k in
                                 ("greedy_acc", "sampled_acc", "never", "mixed_rows", "always", "mixed_groups")])
     print(table(["dial", "stage", "split", "greedy", "sampled", "p=0", "0<p<1", "p=1", "mixed groups"], rows))
-    name = Path(args.out).stem if args.out else "sdpo_lab_signal"
-    write_results(name, config={"dials": dial_values(args.dial), "seeds": args.seeds, "steps": steps, "lr": lr,
-                                "samples": args.samples, "train_rows": args.train_rows},
+    write_results("sdpo_lab_signal", out=args.out,
+                  config={"dials": dial_values(args.dial), "seeds": args.seeds, "steps": steps, "lr": lr,
+                          "samples": args.samples, "train_rows": args.train_rows},
                   runs=runs, summary={"table": rows})
 
 

@@ -32,10 +32,9 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-from pathlib import Path
 
 import torch
-from _common import machine, table, write_results
+from _common import machine, out_help, table, write_results
 from bench_sdpo_lab import DIALS, warm_start_for
 
 
@@ -132,7 +131,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=16, help="multi-turn rounds per chain (128 attempts / 8)")
     ap.add_argument("--chains", type=int, default=8, help="multi-turn chains per row")
     ap.add_argument("--rows", type=int, default=40, help="at most this many hard rows (the discovery run's cut)")
-    ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sdpo_lab_transfer.json)")
+    ap.add_argument("--out", default=None, help=out_help("sdpo_lab_transfer"))
     args = ap.parse_args()
     if min(args.checkpoints + [args.samples, args.batch_size, args.rounds, args.chains]) < 1 or min(args.lrs) <= 0:
         raise SystemExit("--checkpoints, --samples, --batch-size, --rounds and --chains take positive ints, --lrs "
@@ -182,11 +181,10 @@ def main():
     print(f"rows with a success: plain {summary['plain_found']}, reprompt {summary['reprompt_found']}; after n steps:")
     print(table(["lr", *[f"n={n}" for n in marks]], [[lr, *c.values()] for lr, c in summary["after_found"].items()]))
     print("multi-turn chains, mean share right by round:", [round(x, 3) for x in summary["chain_by_round"]])
-    name = Path(args.out).stem if args.out else "sdpo_lab_transfer"
-    write_results(name, config={"dial": args.dial, "lrs": args.lrs, "checkpoints": checkpoints,
-                                "samples": args.samples, "batch_size": args.batch_size, "rows": args.rows,
-                                "rounds": args.rounds, "chains": args.chains,
-                                "temperature": temperature},
+    write_results("sdpo_lab_transfer", out=args.out,
+                  config={"dial": args.dial, "lrs": args.lrs, "checkpoints": checkpoints, "samples": args.samples,
+                          "batch_size": args.batch_size, "rows": args.rows, "rounds": args.rounds,
+                          "chains": args.chains, "temperature": temperature},
                   runs=runs, summary=summary)
 
 
