@@ -15,7 +15,8 @@ and is rewritten from ``benchmarks/results/<file>.json`` (written by the bench_*
 with the command, date, commit and machine that produced it. Nothing between markers is typed
 by hand; ``tests/test_report.py`` fails when the committed text and the results disagree.
 A number inside a sentence is a field, ``<!--f:sdpo.teacher_demo_acc-->1.000<!--/f-->``, computed
-by ``FIELDS`` from one results file and rewritten the same way.
+by ``FIELDS`` from one results file and rewritten the same way (``REPO_FIELDS``: from the repository's
+own files instead, such as docs/install.md's version pins, ``report_pins.py``).
 A block whose results file does not exist yet says which command makes it.
 
 A stale results file (code it measures changed in a later commit: ``staleness.py``) still renders; its
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from report_code import code_lab, code_reward
 from report_format import discovery_table, fmt, md_table, provenance
+from report_pins import install_pip, pins_fields
 from report_sdpo_lab import (
     sdpo_lab,
     sdpo_lab_ablations,
@@ -334,7 +336,17 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields), "sdpo_lab_headroom": ("sdpo_lab_headroom", sdpo_lab_headroom_fields), "sdpo_lab_room": ("sdpo_lab_room", sdpo_lab_room_fields), "sdpo_lab_transfer": ("sdpo_lab_transfer", sdpo_lab_transfer_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 
+# fields and blocks from the repository's own files, not from a results file
+REPO_FIELDS = {"pins": pins_fields}
+REPO_BLOCKS = {"install-pip": install_pip}
+
+
 def render_field(name: str, key: str) -> str:
+    if name in REPO_FIELDS:
+        values = REPO_FIELDS[name]()
+        if key not in values:
+            raise KeyError(f"report field {name}.{key} is not computed; {name} has {sorted(values)}")
+        return values[key]
     if name not in FIELDS:
         raise KeyError(f"unknown report field file {name!r}; known: {sorted(k for k in FIELDS if not k.startswith('nb'))}")
     file, fields = FIELDS[name]
@@ -356,6 +368,8 @@ def from_results(file: str, render) -> str:
 
 
 def render_block(name: str) -> str:
+    if name in REPO_BLOCKS:
+        return REPO_BLOCKS[name]()
     if name not in BLOCKS:
         raise KeyError(f"unknown report block {name!r}; known: {sorted(k for k in BLOCKS if not k.startswith('nb'))}")
     file, renderer = BLOCKS[name]
@@ -368,7 +382,7 @@ def render_text(text: str) -> str:
 
 
 def targets() -> list[Path]:
-    return [ROOT / "README.md", ROOT / "docs" / "cli.md", *sorted((ROOT / "docs" / "concepts").glob("*.md")),
+    return [ROOT / "README.md", ROOT / "docs" / "cli.md", ROOT / "docs" / "install.md", *sorted((ROOT / "docs" / "concepts").glob("*.md")),
             *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import report  # noqa: E402  (benchmarks/report.py)
 import report_format  # noqa: E402
+import report_pins  # noqa: E402
 from staleness import (  # noqa: E402  (benchmarks/staleness.py)
     changed_since,
     git,
@@ -147,3 +148,22 @@ def test_check_lists_stale_results_and_fails_only_on_what_make_test_fails_on(tmp
     assert report.main(["--check"]) == 1
     assert "dirty.json: made from a tree with uncommitted changes" in capsys.readouterr().out
 
+
+def test_install_pins_are_the_files_pins(tmp_path):
+    """docs/install.md's pins are fields read from pyproject.toml and constraints.txt: another pin
+    there renders another version (and the committed page matches: test_rendered_blocks_match_the_results)."""
+    text = (ROOT / "docs" / "install.md").read_text()
+    for key in ("colab_unsloth", "colab_trl", "colab_transformers", "torch", "trl", "transformers", "dep_trl"):
+        assert f"<!--f:pins.{key}-->" in text, key
+    assert "<!-- report:install-pip -->" in text
+    (tmp_path / "pyproject.toml").write_text(re.sub(r'"unsloth==[^"]+"', '"unsloth==2099.1.1"',
+                                                    (ROOT / "pyproject.toml").read_text()))
+    (tmp_path / "constraints.txt").write_text("# pins\ntorch==9.9.9  # a comment\ndatasets>=4.8,<4.9\n")
+    pins = report_pins.pins_fields(tmp_path)
+    assert pins["colab_unsloth"] == "2099.1.1" and pins["torch"] == "9.9.9" and pins["datasets"] == ">=4.8,<4.9"
+    assert "pip install torch==9.9.9 " in report_pins.install_pip(tmp_path)
+    ours = report_pins.pins_fields()
+    assert f'"unsloth=={ours["colab_unsloth"]}"' in (ROOT / "pyproject.toml").read_text()
+    assert f"\ntorch=={ours['torch']}\n" in (ROOT / "constraints.txt").read_text()
+    with pytest.raises(ValueError):
+        report_pins.exact(">=1.15,<1.17")
