@@ -25,7 +25,8 @@ GPU_WHEELS := .gpu-wheels
 GPU_SITE   := .gpu-site
 GPU_REPORT ?= runs/gpu_check.json
 
-.PHONY: install demo test unit notebooks lint docs bench bench-clone clean test-trl115 test-export test-verl gpu-check
+.PHONY: install demo test unit notebooks lint docs bench bench-clone bench-stale clean test-trl115 test-export \
+        test-verl gpu-check
 
 install: $(STAMP)
 
@@ -106,6 +107,11 @@ bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), th
 	$(BIN)/python benchmarks/bench_ppo.py
 	$(BIN)/python benchmarks/bench_export.py
 	$(BIN)/python benchmarks/report.py
+
+# re-measure exactly the stale results files (a file they measure changed since their commit), each command once,
+# in a clean worktree of HEAD, then render the report; the plan is printed first. DRY=1: the plan only
+bench-stale: $(STAMP)
+	$(BIN)/python benchmarks/bench_stale.py $(if $(DRY),--dry-run)
 
 bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: the install and each leg of .ci/run timed apart
 	$(BIN)/python benchmarks/bench_fresh_clone.py

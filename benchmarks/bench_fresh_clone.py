@@ -33,8 +33,11 @@ def timed(cmd: list[str], cwd: Path, env: dict | None = None) -> tuple[float, st
     """Run ``cmd`` streaming its output; (wall seconds, output)."""
     print("$", " ".join(cmd), flush=True)
     t0 = time.perf_counter()
+    # a fresh clone's CI has neither: PYTHONPATH (make bench-stale's) would import another checkout's code,
+    # SDPO_KIT_CACHE (exported by this checkout's Makefile) would hand the clone its warm starts
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SDPO_KIT_CACHE")}
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
+                            env={**clean, **(env or {})})
     lines = []
     for line in proc.stdout:
         sys.stdout.write(line)

@@ -1,0 +1,153 @@
+"""Re-measure exactly the stale results, from a clean worktree of HEAD, then render the report.
+
+    make bench-stale            # or: python benchmarks/bench_stale.py
+    make bench-stale DRY=1      # or: python benchmarks/bench_stale.py --dry-run   (the plan only)
+    python benchmarks/bench_stale.py [--dry-run] [--keep] [--only NAME ...]
+
+Which: every results file ``staleness.scan`` finds stale (a file it measures changed after its commit)
+or without sound provenance (made from a dirty tree, ...). How: the command ``report.MAKERS`` names for
+each, run once even when it makes several of them. In what order: ``ORDER`` (the Makefile's ``bench``
+order first, then the SDPO skill lab, whose ``sdpo_lab`` runs before the signal benchmarks that read its
+tuned learning rate, ``READS``; the code lab; the notebooks; ``fresh_clone`` last: it times CI on a
+fresh clone of HEAD and nothing reads it). Where: ``git worktree add --detach`` of HEAD in a temporary
+folder, run with this python and ``PYTHONPATH`` on the worktree (its ``sdpo_kit``, not an editable
+install's), so the results carry HEAD's commit whatever is uncommitted here. As each command finishes,
+its results files are copied into ``benchmarks/results/`` here; a command that fails is reported and
+the others still run. Last, ``report.py`` renders the text here; commit the results and the text.
+
+The plan is printed before anything runs. Left out on purpose: running benchmarks side by side (they
+time themselves, and several already use both cores with ``--jobs 2``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from report import MAKERS
+from staleness import ROOT, describe, scan
+
+RESULTS = ROOT / "benchmarks" / "results"
+# the order results files are re-measured in (every MAKERS key once; tests/test_bench_stale.py checks)
+ORDER = ["speed", "demo", "demo_constant_lr", "demo_top_k50", "demo_copy_warm_start", "lab", "code_reward", "export",
+         "vapor", "sdpo", "ppo",
+         "sdpo_lab", "sdpo_lab_discovery", "sdpo_lab_signal", "sdpo_lab_signal_1000", "sdpo_lab_ablations",
+         "sdpo_lab_stability", "sdpo_lab_headroom", "sdpo_lab_room", "sdpo_lab_transfer", "code_lab",
+         "notebooks_smoke", "notebooks_smoke_cold", "notebooks_full",
+         "fresh_clone"]
+# results file -> the results files its benchmark reads (they are re-measured before it)
+READS = {"sdpo_lab_signal": ["sdpo_lab"], "sdpo_lab_signal_1000": ["sdpo_lab"]}
+
+
+@dataclass
+class Step:
+    """One command to run and the stale results files it makes."""
+    command: str            # as report.MAKERS has it: a script in benchmarks/ and its arguments
+    results: list[str]
+
+    def argv(self, python: str = sys.executable) -> list[str]:
+        script, *args = shlex.split(self.command)
+        return [python, f"benchmarks/{script}", *args]
+
+
+def plan(names, makers: dict[str, str] = MAKERS, order: list[str] = ORDER) -> list[Step]:
+    """The steps that re-measure the results files ``names``: one per distinct command, in ``order``
+    (a command's place is that of the first of its files). ValueError naming any file no command makes."""
+    unknown = sorted(n for n in set(names) if n not in makers or n not in order)
+    if unknown:
+        raise ValueError(f"no command makes {unknown}: add it to MAKERS in benchmarks/report.py and to "
+                         "ORDER in benchmarks/bench_stale.py")
+    steps: dict[str, Step] = {}
+    for name in sorted(set(names), key=order.index):
+        steps.setdefault(makers[name], Step(makers[name], [])).results.append(name)
+    return list(steps.values())
+
+
+def show(steps: list[Step], findings) -> str:
+    why = {f.name: describe(f) for f in findings}
+    lines = []
+    for i, step in enumerate(steps, 1):
+        lines.append(f"{i:2d}. python benchmarks/{step.command}")
+        lines += [f"      {why.get(n, n + '.json')}" for n in step.results]
+    return "\n".join(lines)
+
+
+def git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def run(steps: list[Step], keep: bool) -> list[str]:
+    """Run ``steps`` in a clean worktree of HEAD, copying each step's results here; the failures."""
+    head = git("rev-parse", "--short", "HEAD")
+    tmp = Path(tempfile.mkdtemp(prefix="sdpo_kit_stale_"))
+    tree = tmp / "sdpo_kit"
+    git("worktree", "add", "--detach", str(tree), "HEAD")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    failed = []
+    try:
+        where = subprocess.run([sys.executable, "-c", "import sdpo_kit; print(sdpo_kit.__file__)"], cwd=tree / "benchmarks",
+                               env=env, capture_output=True, text=True, check=True).stdout.strip()
+        if not Path(where).resolve().is_relative_to(tree.resolve()):
+            raise SystemExit(f"the worktree's benchmarks would import sdpo_kit from {where}, not from {tree}")
+        for i, step in enumerate(steps, 1):
+            print(f"\n=== [{i}/{len(steps)}] python benchmarks/{step.command}   (in {tree}, HEAD {head})", flush=True)
+            t0 = time.time()
+            code = subprocess.run(step.argv(), cwd=tree, env=env).returncode
+            for lost in sorted((tree / "benchmarks" / "results" / "unsaved").glob("*.json")):  # a failed write's runs
+                (RESULTS / "unsaved").mkdir(exist_ok=True)
+                shutil.move(lost, RESULTS / "unsaved" / lost.name)
+                print(f"moved the unsaved runs {lost.name} into {RESULTS.relative_to(ROOT)}/unsaved/")
+            for name in step.results:
+                made = tree / "benchmarks" / "results" / f"{name}.json"
+                if code or not made.exists() or made.stat().st_mtime < t0:
+                    failed.append(f"{name}: `{step.command}` " + (f"exited {code}" if code else "wrote no results file"))
+                    continue
+                shutil.copy2(made, RESULTS / made.name)
+                print(f"copied {name}.json into {RESULTS.relative_to(ROOT)}/ ({(time.time() - t0) / 60:.1f} min)")
+    finally:
+        if keep:
+            print(f"worktree kept at {tree} (git worktree remove --force {tree})")
+        else:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
+    ap.add_argument("--keep", action="store_true", help="keep the worktree the benchmarks ran in")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="re-measure only these stale results files")
+    args = ap.parse_args(argv)
+    findings = [f for f in scan(RESULTS) if not args.only or f.name in args.only]
+    if not findings:
+        print("nothing stale: every results file measures the code at HEAD")
+        return 0
+    steps = plan([f.name for f in findings])
+    head = git("rev-parse", "--short", "HEAD")
+    print(f"{len(findings)} results files to re-measure with {len(steps)} commands, in a clean worktree of HEAD "
+          f"({head}):\n{show(steps, findings)}")
+    if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results"):
+        print("note: uncommitted changes here are not measured (the runs use HEAD); commit them first to measure them")
+    if args.dry_run:
+        return 0
+    failed = run(steps, args.keep)
+    print("\nrendering the report:", flush=True)
+    subprocess.run([sys.executable, "benchmarks/report.py"], cwd=ROOT, check=True)
+    if failed:
+        print("FAILED (their old results stay):\n  " + "\n  ".join(failed), file=sys.stderr)
+        return 1
+    print("done: commit benchmarks/results/ and the re-rendered text")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
