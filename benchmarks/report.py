@@ -23,7 +23,8 @@ A stale results file (code it measures changed in a later commit: ``staleness.py
 blocks' provenance line says "measured at <commit>; changed since: <files>", its fields are not marked.
 ``--check`` lists stale files but exits 0 on staleness alone, as ``make test`` passes;
 it exits 1 on what ``make test`` fails on: out-of-date text, or a results file from a dirty tree or
-with no provenance. ``make bench-stale`` (``bench_stale.py``) re-measures the stale files.
+with no provenance. ``make bench-stale`` (``bench_stale.py``) re-measures the stale files. In a shallow
+clone ``--check`` compares the text without the stale notes, and rendering is refused.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from report_sdpo_lab import (
     sdpo_lab_transfer_fields,
 )
 from report_sdpo_room import sdpo_lab_headroom, sdpo_lab_headroom_fields, sdpo_lab_room, sdpo_lab_room_fields
-from staleness import describe, scan
+from staleness import STALE_NOTE, describe, scan, shallow
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -412,9 +413,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.stale:
         print("\n".join(describe(f) for f in stale) if stale else "no stale results")
         return 0
+    if shallow() and not args.check:
+        print("a shallow clone lacks the history the stale notes come from: git fetch --unshallow, then render")
+        return 1
     outdated = []
     for path in targets():
         old, new = render_file(path)
+        if shallow():   # the text is checked without the notes it cannot compute
+            old, new = STALE_NOTE.sub("", old), STALE_NOTE.sub("", new)
         if old != new:
             outdated.append(path.relative_to(ROOT))
             if not args.check:

@@ -19,6 +19,7 @@ import report  # noqa: E402  (benchmarks/report.py)
 import report_format  # noqa: E402
 import report_pins  # noqa: E402
 from staleness import (  # noqa: E402  (benchmarks/staleness.py)
+    STALE_NOTE,
     changed_since,
     git,
     provenance_problems,
@@ -30,9 +31,6 @@ from staleness import (  # noqa: E402  (benchmarks/staleness.py)
     stale_reasons,
 )
 
-# a stale result's note on its provenance line (staleness.stale_note)
-NOTE = re.compile(r" \*\*Stale\*\*: measured at .*?\(re-measure: `make bench-stale`\)\.")
-
 
 @pytest.mark.parametrize("path", report.targets(), ids=lambda p: p.name)
 def test_rendered_blocks_match_the_results(path):
@@ -41,7 +39,7 @@ def test_rendered_blocks_match_the_results(path):
     left out of the comparison and everything else is compared."""
     old, new = report.render_file(path)
     if shallow():
-        old, new = NOTE.sub("", old), NOTE.sub("", new)
+        old, new = STALE_NOTE.sub("", old), STALE_NOTE.sub("", new)
     assert old == new, f"{path.name} is out of date: run python benchmarks/report.py"
 
 
@@ -121,8 +119,8 @@ def test_the_staleness_check_can_fail():
     assert provenance_problems(fresh) == [] and stale_files(fresh) == {} and stale_reasons(fresh) == []
     machine = {"arch": "x86_64", "cores": 2, "torch": "2.13.0", "trl": "1.16.0"}
     line = report_format.provenance({**old, "command": "c", "date": "d", "machine": machine})
-    assert f"measured at `{first}`; changed since: `" in line and NOTE.search(line)
-    assert stale_note(fresh) == "" and not NOTE.search(
+    assert f"measured at `{first}`; changed since: `" in line and STALE_NOTE.search(line)
+    assert stale_note(fresh) == "" and not STALE_NOTE.search(
         report_format.provenance({**fresh, "command": "c", "date": "d", "machine": machine}))
     nb = "notebooks/02_grpo.ipynb"
     touched = git("log", "--format=%h", "--", nb).stdout.split()
