@@ -92,9 +92,14 @@ def trainer_config_class(algorithm: str, backend: str) -> type:
 def config_from_dict(data: dict | None, overrides: dict | None = None) -> Config:
     """Build and check a ``Config`` from a dict; ``overrides`` maps dotted keys to values
     (``{"trainer.max_steps": 3, "backend": "trl"}``)."""
-    from sdpo_kit.lab.tasks import TASKS
+    from sdpo_kit.lab.tasks import TASKS, make_task
 
-    return parse_config(data, overrides, trainer_config=trainer_config_class, tasks=TASKS)
+    cfg = parse_config(data, overrides, trainer_config=trainer_config_class, tasks=TASKS)
+    try:
+        make_task(**cfg.task)   # the task's own checks (an unknown answer_rule, ...), before any model loads
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"section 'task': {e}") from None
+    return cfg
 
 
 def load_config(path, overrides: dict | None = None) -> Config:

@@ -9,6 +9,11 @@
     skill.py         the SDPO skill lab's dial: SFT rows whose prompt is SDPO's teacher prompt
     environments.py  the Environment protocol (a step returns score and feedback), ArithmeticEnvironment
     code_task.py     the code task (``lab_code``): an expression in x, run by the code reward's sandbox
+    answers.py       reading an answer out of a completion: the tiny lab's first line, a real model's
+                     last number, ``\\boxed{}``, ``<answer>`` tags, ``####``
+    word_problems.py sums and short word problems in words, graded by difficulty, for a real model
+    real_model.py    SmolLM2-135M-Instruct offline from its PyPI wheel, and any GGUF file, as a
+                     transformers folder (``load_policy("smollm2-135m")``)
 """
 
-from sdpo_kit.lab import code_task  # noqa: F401 (registers "lab_code" in tasks.TASKS)
+from sdpo_kit.lab import code_task, word_problems  # noqa: F401 (register "lab_code", "word_problems" in tasks.TASKS)

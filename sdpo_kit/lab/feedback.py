@@ -4,8 +4,9 @@
     digit_feedback(got, target) -> str         "Your answer 13391 is wrong in the hundreds and tens
                                                 digits: 13??1"
 
-Both take the answer a completion gave (``None`` when it gave none) and the reference, and return
-"" for a right answer. ``digit_feedback`` is localized the way test cases are: each digit is a
+Both take the answer a completion gave (``None`` when it gave none), the reference and the task's
+answer rule (``lab/answers.py``: what to say when no answer was found), and return "" for a right
+answer. ``digit_feedback`` is localized the way test cases are: each digit is a
 test that passes or fails, the feedback names the failing ones by place value and repeats the
 attempt with a ``?`` over each, and it never shows an expected digit (a LiveCodeBench "Wrong
 Answer" would show the expected output; here that would be the answer). A wrong length says
@@ -19,6 +20,8 @@ hand over the answer.
 
 from __future__ import annotations
 
+from sdpo_kit.lab.answers import missing_answer_message, rule_for
+
 PLACE_NAMES = ("ones", "tens", "hundreds", "thousands", "ten-thousands", "hundred-thousands")
 
 
@@ -30,18 +33,18 @@ def _number(text: str | None) -> str | None:
     return s if s.removeprefix("-").isdigit() else None
 
 
-def _empty_or_not_a_number(got: str | None, tagged: bool) -> str:
+def _empty_or_not_a_number(got: str | None, rule) -> str:
     if got is None or not str(got).strip():
-        return ("Your reply has no <answer>...</answer> with a number in it." if tagged
-                else "Your reply is empty; write the sum as a number.")
+        return missing_answer_message(rule if isinstance(rule, str) else rule_for(tagged=bool(rule)))
     return f"Your answer {got!r} is not a whole number."
 
 
-def direction_feedback(got: str | None, target: str, tagged: bool = False) -> str:
-    """Whether a wrong sum is too large or too small ("" when right)."""
+def direction_feedback(got: str | None, target: str, rule="first_line") -> str:
+    """Whether a wrong sum is too large or too small ("" when right). ``rule``: the answer rule the
+    answer was read with (a bool means tagged, True, or plain, False)."""
     value, want = _number(got), _number(target)
     if value is None:
-        return _empty_or_not_a_number(got, tagged)
+        return _empty_or_not_a_number(got, rule)
     if int(value) == int(want):
         return ""
     side = "too large; the sum is smaller" if int(value) > int(want) else "too small; the sum is larger"
@@ -55,12 +58,12 @@ def place_name(position_from_right: int) -> str:
     return f"digit {position_from_right + 1} from the right"
 
 
-def digit_feedback(got: str | None, target: str, tagged: bool = False) -> str:
+def digit_feedback(got: str | None, target: str, rule="first_line") -> str:
     """Which digits of a wrong answer are wrong, by place value, with the attempt masked:
     "Your answer 13391 is wrong in the hundreds and tens digits: 13??1" ("" when right)."""
     value, want = _number(got), _number(target)
     if value is None:
-        return _empty_or_not_a_number(got, tagged)
+        return _empty_or_not_a_number(got, rule)
     if value.startswith("-"):
         return f"Your answer {value} is negative; the sum is not."
     value = value.lstrip("0") or "0"

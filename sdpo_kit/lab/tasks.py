@@ -28,34 +28,20 @@ from __future__ import annotations
 import functools
 import itertools
 import random
-import re
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import torch
 
+from sdpo_kit.lab import answers
+from sdpo_kit.lab.answers import answers_match, as_rule, completion_text, normalise_answer  # noqa: F401 (re-exported)
 from sdpo_kit.lab.feedback import FEEDBACK_STYLES
-
-ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 # the reprompt used by the warm start's copy examples and, later, by SDPO's teacher:
 # the question followed by a solution that worked. plain ASCII so the tiny tokenizer covers it.
 HINT_TEMPLATE = "{question}\nCorrect answer: {solution}"
 # large spaces (3 digits x 4 terms = 10^12 problems) are sampled, not enumerated: cap the default
 DEFAULT_MAX_TRAIN = 20_000
-
-
-def completion_text(completion) -> str:
-    """Text of a completion in either TRL format: a string or a list of chat messages."""
-    if completion is None:
-        return ""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        return str(completion.get("content", ""))
-    if isinstance(completion, (list, tuple)):
-        return "".join(completion_text(m) for m in completion if isinstance(m, dict))
-    return str(completion)
 
 
 def prompt_text(prompt) -> str:
@@ -66,45 +52,30 @@ def prompt_text(prompt) -> str:
     return users[-1] if users else completion_text(prompt)
 
 
-def extract_answer(text: str, tagged: bool) -> str | None:
-    """The answer a completion gives, or None when it gives none.
-
-    Tagged: the content of the first ``<answer>...</answer>``. Plain: the text up to the
-    first newline, stripped. Never raises.
-    """
-    text = completion_text(text)
-    if tagged:
-        m = ANSWER_RE.search(text)
-        return m.group(1).strip() if m else None
-    ans = text.strip().split("\n", 1)[0].strip() if text.strip() else ""
-    return ans or None
+def extract_answer(text, rule=False) -> str | None:
+    """``answers.extract_answer`` under ``rule``: an answer rule's name, or a bool (True: the
+    ``<answer>`` tag, False: the first line, the tiny lab's rules). Never raises."""
+    return answers.extract_answer(text, as_rule(rule))
 
 
-def normalise_answer(text: str) -> str:
-    """``" 1,000. "`` -> ``"1000"``: strip spaces, one trailing ``.`` and thousands commas."""
-    return str(text).strip().rstrip(".").replace(",", "").strip()
+def is_correct(completion, answer, rule=False) -> bool:
+    """The correctness rule shared by the exact-match reward and held-out evaluation (``rule`` as
+    ``extract_answer``)."""
+    return answers.is_correct(completion, answer, as_rule(rule))
 
 
-def answers_match(got: str | None, answer) -> bool:
-    """True when an extracted answer equals the reference after ``normalise_answer``; None never matches."""
-    return got is not None and normalise_answer(got) != "" and normalise_answer(got) == normalise_answer(answer)
-
-
-def is_correct(completion, answer, tagged: bool = False) -> bool:
-    """The correctness rule shared by the exact-match reward and held-out evaluation."""
-    return answers_match(extract_answer(completion, tagged), answer)
-
-
-def arithmetic_feedback(completion, answer, tagged: bool = False, style: str = "direction") -> str:
+def arithmetic_feedback(completion, answer, rule=False, style: str = "direction") -> str:
     """A checker's feedback on a sum ("" when right): whether the answer is missing or not a
     number, else by ``style`` (``lab/feedback.py``): ``"direction"``, too large or too small
     ("Your answer 12 is too large; the sum is smaller."); ``"digits"``, which digits are wrong
-    ("Your answer 13391 is wrong in the hundreds and tens digits: 13??1")."""
+    ("Your answer 13391 is wrong in the hundreds and tens digits: 13??1"). ``rule`` as
+    ``extract_answer``: "76 + 88 = 154" read by ``auto`` is the answer 154."""
     if style not in FEEDBACK_STYLES:
         raise ValueError(f"unknown feedback style {style!r}; choose one of {sorted(FEEDBACK_STYLES)}")
-    if is_correct(completion, answer, tagged):
+    rule = as_rule(rule)
+    if is_correct(completion, answer, rule):
         return ""
-    return FEEDBACK_STYLES[style](extract_answer(completion, tagged), str(answer), tagged)
+    return FEEDBACK_STYLES[style](extract_answer(completion, rule), str(answer), rule)
 
 
 @runtime_checkable
@@ -146,6 +117,13 @@ class ArithmeticTask:
 
     Prompt ``"3+5+1="`` (plain) or ``"3+5+1= <answer>"`` (tagged), answer ``"9"``.
     With ``tagged=True`` the completion must be ``<answer>9</answer>``.
+
+    Prompt settings (what a real instruct model needs; the tiny lab uses none of them):
+    ``system_prompt`` (a system turn before the question), ``instruction`` (a template around
+    the question, ``"{question}"`` standing for it), ``chat`` (True: chat messages, rendered with
+    the model's chat template; False: one plain string). ``answer_rule`` names how an answer is
+    read from a completion (``lab/answers.py``; None: ``answer_tag`` when tagged, else
+    ``first_line``), for the reward, the feedback and held-out evaluation alike.
     """
 
     digits: int = 1
@@ -155,6 +133,10 @@ class ArithmeticTask:
     n_train: int | None = None  # None: every problem not held out, at most DEFAULT_MAX_TRAIN
     seed: int = 0
     feedback_style: str = "direction"   # what feedback() says of a wrong sum: direction | digits (lab/feedback.py)
+    answer_rule: str | None = None      # lab/answers.py; None: answer_tag when tagged, else first_line
+    system_prompt: str | None = None    # a system turn before the question (chat) or a first paragraph (plain)
+    instruction: str | None = None      # a template around the question: "{question} Answer with a number."
+    chat: bool = True                   # chat messages (the model's chat template) or one plain string
     name: str = field(init=False, default="arithmetic")
     answer_column: str = field(init=False, default="answer")
 
@@ -163,8 +145,31 @@ class ArithmeticTask:
             raise ValueError(f"digits and terms must be >= 1, got {self.digits}, {self.terms}")
         if self.feedback_style not in FEEDBACK_STYLES:
             raise ValueError(f"unknown feedback_style {self.feedback_style!r}; choose one of {sorted(FEEDBACK_STYLES)}")
+        answers.rule_for(self.tagged, self.answer_rule)   # an unknown rule fails here
+        if self.instruction is not None:
+            if "{question}" not in self.instruction:
+                raise ValueError(f"instruction must hold '{{question}}' where the question goes, got {self.instruction!r}")
+            try:
+                self.instruction.format(question="")
+            except (KeyError, IndexError, ValueError) as e:
+                raise ValueError(f"instruction {self.instruction!r} is not a template with only "
+                                 f"'{{question}}' in it ({type(e).__name__}: {e}); write other braces as {{{{ }}}}") from None
+
+    @property
+    def rule(self) -> str:
+        """The answer rule this task reads completions with (``lab/answers.py``)."""
+        return answers.rule_for(self.tagged, self.answer_rule)
 
     # --- rows ---------------------------------------------------------------------------
+    def prompt(self, question: str):
+        """The prompt of a row: ``question`` in the instruction template, with the system prompt, as chat
+        messages (``chat``) or one string."""
+        text = self.instruction.format(question=question) if self.instruction else question
+        if not self.chat:
+            return f"{self.system_prompt}\n\n{text}" if self.system_prompt else text
+        head = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return head + [{"role": "user", "content": text}]
+
     def question(self, operands) -> str:
         q = "+".join(str(x) for x in operands) + "="
         return q + " <answer>" if self.tagged else q
@@ -174,10 +179,7 @@ class ArithmeticTask:
         return f"<answer>{answer}</answer>" if self.tagged else answer
 
     def row(self, operands) -> dict:
-        return {
-            "prompt": [{"role": "user", "content": self.question(operands)}],
-            "answer": str(sum(operands)),
-        }
+        return {"prompt": self.prompt(self.question(operands)), "answer": str(sum(operands))}
 
     def problem_key(self, operands) -> tuple[int, ...]:
         """What makes two prompts the same problem: a sum's operands as a multiset (sorted), so
@@ -243,8 +245,8 @@ class ArithmeticTask:
 
     # --- scoring ------------------------------------------------------------------------
     def is_correct(self, completion, answer: str) -> bool:
-        """``tasks.is_correct`` with this task's format (tagged or plain)."""
-        return is_correct(completion, answer, self.tagged)
+        """``tasks.is_correct`` with this task's answer rule."""
+        return is_correct(completion, answer, self.rule)
 
     def reward(self, prompts, completions, answer, **kwargs) -> list[float]:
         """TRL reward signature: 1.0 for the right answer, else 0.0 (``is_correct``)."""
@@ -252,7 +254,7 @@ class ArithmeticTask:
 
     def feedback(self, completion, answer) -> str:
         """What a checker would tell a wrong answer (SDPO's feedback); "" for a right one."""
-        return arithmetic_feedback(completion, answer, self.tagged, self.feedback_style)
+        return arithmetic_feedback(completion, answer, self.rule, self.feedback_style)
 
     # --- warm-start rows ----------------------------------------------------------------
     def sft_rows(self, rows: list[dict], copy_fraction: float = 0.3, seed: int = 0) -> list[dict]:
@@ -266,7 +268,7 @@ class ArithmeticTask:
         rng = random.Random(seed)
         out = []
         for r in rows:
-            q = r["prompt"][-1]["content"]
+            q = prompt_text(r["prompt"])
             out.append({"prompt": r["prompt"], "completion": self.format_answer(r["answer"]), "kind": "task"})
             if rng.random() < copy_fraction:
                 sol = r["answer"] if rng.random() < 0.5 else str(rng.randrange(10 ** (self.digits + 1)))

@@ -2,7 +2,8 @@
 
     core.py           the contract: column checks (signature or ``required_columns``), named
                       errors for a reward that raises or returns NaN, weighted sums
-    verifiable.py     exact match (``lab.tasks.is_correct``), tag format, format-and-match
+    verifiable.py     exact match (``lab.tasks.is_correct`` under an answer rule), answer format, tag
+                      format, format-and-match, arithmetic feedback
     model_scored.py   inverse loss, coverage-weighted CE, answer likelihood (batched, no_grad)
     learned.py        the tiny lab's learned reward model (a sequence classifier) and its reward
     code_runner.py    model-written Python against test cases: run_tests, the worker pool, the code reward
@@ -50,11 +51,17 @@ from sdpo_kit.rewards.model_scored import (
     inverse_loss_reward,
 )
 from sdpo_kit.rewards.registry import REWARD_BUILDERS, REWARD_TYPES, make_reward
-from sdpo_kit.rewards.verifiable import exact_match_reward, feedback_reward, format_and_match_reward, tag_format_reward
+from sdpo_kit.rewards.verifiable import (
+    answer_format_reward,
+    exact_match_reward,
+    feedback_reward,
+    format_and_match_reward,
+    tag_format_reward,
+)
 
 __all__ = [
     "ANSWER_SEPARATOR", "REWARD_BUILDERS", "REWARD_TYPES", "SCORERS", "TRL_REWARD_KWARGS", "CodeResult",
-    "RewardError", "RewardFunc", "answer_likelihood_reward", "code_reward", "extract_code", "load_code_problems",
+    "RewardError", "RewardFunc", "answer_format_reward", "answer_likelihood_reward", "code_reward", "extract_code", "load_code_problems",
     "read_code_problems", "run_tests", "run_tests_many", "score_completions", "split_tests", "call_reward", "call_reward_with_feedback",
     "check_columns", "checked",
     "compute_rewards", "compute_rewards_with_feedback",

@@ -106,18 +106,25 @@ def call_reward(fn: RewardFunc, prompts, completions, **columns) -> list[float]:
     return call_reward_with_feedback(fn, prompts, completions, **columns)[0]
 
 
-def checked(fn: RewardFunc, feedback_sink: list | None = None) -> RewardFunc:
+def checked(fn: RewardFunc, feedback_sink: list | None = None, log_columns: Sequence[str] = ()) -> RewardFunc:
     """Wrap ``fn`` so TRL's trainer gets the same named errors as the scratch loop, and floats
     (a feedback reward's texts go to ``feedback_sink``, replaced on each call, when given, and to
-    TRL's completions table as ``feedback/<name>`` through the ``log_extra`` TRL passes)."""
+    TRL's completions table as ``feedback/<name>`` through the ``log_extra`` TRL passes). The dataset
+    columns named in ``log_columns`` go to that table too, under their own names (``answer``: the
+    reference each completion was scored against); give them to one reward only."""
 
     @functools.wraps(fn)
     def wrapper(prompts, completions, **columns):
         scores, feedbacks = call_reward_with_feedback(fn, prompts, completions, **columns)
         if feedback_sink is not None:
             feedback_sink[:] = feedbacks
-        if callable(columns.get("log_extra")) and any(feedbacks):  # TRL's completions table (core.completions)
-            columns["log_extra"](f"feedback/{reward_name(fn)}", feedbacks)
+        log_extra = columns.get("log_extra")
+        if callable(log_extra):  # TRL's completions table (core.completions.trl_samples)
+            if any(feedbacks):
+                log_extra(f"feedback/{reward_name(fn)}", feedbacks)
+            for name in log_columns:
+                if name in columns:
+                    log_extra(name, list(columns[name]))
         return scores
 
     wrapper.__name__ = reward_name(fn)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 
+from sdpo_kit.lab.answers import rule_for
 from sdpo_kit.rewards.code_runner import code_reward
 from sdpo_kit.rewards.core import RewardFunc
 from sdpo_kit.rewards.model_scored import (
@@ -19,6 +20,7 @@ from sdpo_kit.rewards.model_scored import (
     inverse_loss_reward,
 )
 from sdpo_kit.rewards.verifiable import (
+    answer_format_reward,
     exact_match_reward,
     feedback_reward,
     format_and_match_reward,
@@ -27,10 +29,26 @@ from sdpo_kit.rewards.verifiable import (
 )
 
 
-def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagged=None):
-    if tagged is None:  # follow the task: a tagged task's answers live in <answer> tags
-        tagged = bool(getattr(task, "tagged", False))
-    return exact_match_reward(answer_field, tagged=tagged)
+def task_rule(task, tagged=None, rule=None) -> str | None:
+    """The answer rule a reward reads with: ``rule`` when given, ``tagged`` when given, else the
+    task's own (``task.rule``: a tagged task's answers live in <answer> tags, a real model's task
+    reads free text)."""
+    if rule is not None or tagged is not None:
+        return rule_for(bool(tagged), rule)
+    return getattr(task, "rule", None) or rule_for(bool(getattr(task, "tagged", False)))
+
+
+def _exact_match_from_config(model, tokenizer, task, answer_field="answer", tagged=None, rule=None):
+    return exact_match_reward(answer_field, rule=task_rule(task, tagged, rule))
+
+
+def _feedback_from_config(model, tokenizer, task, answer_field="answer", tagged=None, style=None, rule=None):
+    """The task's own checker when it has one (``task.scored``, the lab's code task), else exact match
+    with the arithmetic checker's feedback in the task's style and answer rule."""
+    if hasattr(task, "scored"):
+        return task_feedback_reward(task, answer_field)
+    style = getattr(task, "feedback_style", "direction") if style is None else style
+    return feedback_reward(answer_field, style=style, rule=task_rule(task, tagged, rule))
 
 
 def _reward_model_from_config(model, tokenizer, task, name="tiny-lab", micro_batch_size=256):
@@ -74,13 +92,11 @@ def _environment_from_config(model, tokenizer, task, factory=None, answer_field=
 # type -> (builder(model, tokenizer, task, **options), needs a model and tokenizer)
 REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
     "exact_match": (_exact_match_from_config, False),
-    "feedback": (lambda model, tokenizer, task, answer_field="answer", tagged=None, style=None:
-                 task_feedback_reward(task, answer_field) if hasattr(task, "scored") else
-                 feedback_reward(answer_field, bool(getattr(task, "tagged", False)) if tagged is None else tagged,
-                                 getattr(task, "feedback_style", "direction") if style is None else style), False),
+    "feedback": (_feedback_from_config, False),
     "tagged_exact_match": (lambda model, tokenizer, task, answer_field="answer":
                            exact_match_reward(answer_field, tagged=True), False),
     "tag_format": (lambda model, tokenizer, task, tag="answer": tag_format_reward(tag), False),
+    "format": (lambda model, tokenizer, task, rule=None: answer_format_reward(task_rule(task, None, rule)), False),
     "format_and_match": (lambda model, tokenizer, task, answer_field="answer", format_weight=0.2:
                          format_and_match_reward(answer_field, format_weight), False),
     "inverse_loss": (lambda model, tokenizer, task, scorer="policy", micro_batch_size=64:
@@ -108,10 +124,15 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
 
     An entry is a type name or a dict ``{"type": ..., **options}``:
 
-        exact_match          answer_field="answer", tagged=None (None: the task's ``tagged``, else False)
+        exact_match          answer_field="answer", rule=None (lab/answers.py: first_line | answer_tag |
+                             boxed | hashes | last_number | auto; None: the task's answer_rule),
+                             tagged=None (True: rule answer_tag)
         feedback             exact match returning {"score", "feedback"} (SDPO's reprompts read the text);
-                             style: direction | digits (default: the task's feedback_style); a task
-                             with its own checker (``task.scored``, the lab's code task) scores instead
+                             style: direction | digits (default: the task's feedback_style), rule and
+                             tagged as exact_match; a task with its own checker (``task.scored``, the
+                             lab's code task) scores instead
+        format               rule=None (the task's): 1.0 when the completion gives an answer the rule can
+                             read, else 0.0 (a small weight teaches a real model where to put it)
         tagged_exact_match   answer_field="answer"
         tag_format           tag="answer"
         format_and_match     answer_field="answer", format_weight=0.2

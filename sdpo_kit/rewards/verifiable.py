@@ -1,29 +1,34 @@
 """Verifiable rewards: scored by a rule, not by a model. Never crash on empty or garbage text:
 they score it 0.0.
 
-Correctness is ``tasks.is_correct`` (the rule held-out evaluation uses too), so the reward
+Correctness is ``tasks.is_correct`` under the task's answer rule (``lab/answers.py``) (the rule held-out evaluation uses too), so the reward
 pays for exactly what evaluation counts.
 """
 
 from __future__ import annotations
 
-from sdpo_kit.lab.tasks import arithmetic_feedback, completion_text, is_correct
+from sdpo_kit.lab.answers import as_rule, completion_text, extract_answer, rule_for
+from sdpo_kit.lab.tasks import arithmetic_feedback, is_correct
 from sdpo_kit.rewards.core import RewardFunc
 
 
-def exact_match_reward(answer_field: str = "answer", tagged: bool = False) -> RewardFunc:
+def exact_match_reward(answer_field: str = "answer", tagged: bool = False, rule: str | None = None) -> RewardFunc:
     """1.0 when the completion's answer equals the dataset's answer, else 0.0.
 
-    Plain: the answer is the completion's first line. Tagged: the content of the first
-    ``<answer>...</answer>``; no tags scores 0. Both sides are compared after
-    ``tasks.normalise_answer`` (``"9."`` and ``"1,000"`` count), as in held-out evaluation.
+    ``rule`` reads the answer (``lab/answers.py``): ``first_line`` (the default for a plain task:
+    the completion's first line), ``answer_tag`` (the default when ``tagged``: the first
+    ``<answer>...</answer>``, no tags scores 0), or for a real model's free text ``auto``,
+    ``last_number``, ``boxed`` or ``hashes``. Both sides are compared after
+    ``answers.normalise_answer`` (``"9."`` and ``"1,000"`` count), as in held-out evaluation.
     """
+    rule = rule_for(tagged, rule)
 
     def exact_match(prompts, completions, **columns) -> list[float]:
-        return [float(is_correct(c, a, tagged)) for c, a in zip(completions, columns[answer_field])]
+        return [float(is_correct(c, a, rule)) for c, a in zip(completions, columns[answer_field])]
 
     exact_match.required_columns = (answer_field,)
-    exact_match.__name__ = "tagged_exact_match" if tagged else "exact_match"
+    exact_match.answer_rule = rule
+    exact_match.__name__ = "tagged_exact_match" if rule == "answer_tag" else "exact_match"
     return exact_match
 
 
@@ -45,6 +50,19 @@ def tag_format_reward(tag: str = "answer") -> RewardFunc:
     return tag_format
 
 
+def answer_format_reward(rule: str = "hashes") -> RewardFunc:
+    """1.0 when the completion gives an answer that ``rule`` can read (``lab/answers.py``), right or
+    wrong, else 0.0: with ``rule="hashes"`` and an instruction such as "end with #### and the
+    number", a small weight beside exact match teaches a real model where to put its answer."""
+    rule = as_rule(rule)
+
+    def answer_format(prompts, completions, **columns) -> list[float]:
+        return [float(extract_answer(c, rule) is not None) for c in completions]
+
+    answer_format.__name__ = f"{rule}_format"
+    return answer_format
+
+
 def format_and_match_reward(answer_field: str = "answer", format_weight: float = 0.2) -> RewardFunc:
     """``format_weight * tag_format + (1 - format_weight) * tagged_exact_match``, in [0, 1]."""
     fmt, match = tag_format_reward(), exact_match_reward(answer_field, tagged=True)
@@ -60,20 +78,23 @@ def format_and_match_reward(answer_field: str = "answer", format_weight: float =
 
 
 
-def feedback_reward(answer_field: str = "answer", tagged: bool = False, style: str = "direction") -> RewardFunc:
+def feedback_reward(answer_field: str = "answer", tagged: bool = False, style: str = "direction",
+                    rule: str | None = None) -> RewardFunc:
     """Exact match with a checker's feedback: ``{"score": 0.0 or 1.0, "feedback": text}`` per
     completion, "" when right; ``style`` as ``lab/feedback.py``: ``"direction"`` ("Your answer 12
     is too large; the sum is smaller.") or ``"digits"`` ("Your answer 13391 is wrong in the
-    hundreds and tens digits: 13??1"). The scores are the rewards; SDPO's teacher reads the
-    feedback (``include_environment_feedback``)."""
-    arithmetic_feedback("", "0", tagged, style)  # an unknown style fails here, not mid-run
+    hundreds and tens digits: 13??1"); ``rule`` reads the answer as ``exact_match_reward`` does.
+    The scores are the rewards; SDPO's teacher reads the feedback (``include_environment_feedback``)."""
+    rule = rule_for(tagged, rule)
+    arithmetic_feedback("", "0", rule, style)  # an unknown style fails here, not mid-run
 
     def feedback(prompts, completions, **columns) -> list[dict]:
-        return [{"score": float(is_correct(c, a, tagged)), "feedback": arithmetic_feedback(c, a, tagged, style)}
+        return [{"score": float(is_correct(c, a, rule)), "feedback": arithmetic_feedback(c, a, rule, style)}
                 for c, a in zip(completions, columns[answer_field])]
 
     feedback.required_columns = (answer_field,)
-    feedback.__name__ = "tagged_feedback" if tagged else "feedback"
+    feedback.answer_rule = rule
+    feedback.__name__ = "tagged_feedback" if rule == "answer_tag" else "feedback"
     return feedback
 
 
