@@ -107,6 +107,20 @@ def preflight_for(cfg) -> str:
                      lora=m.lora, load_in_4bit=m.load_in_4bit, mixed_precision=mixed_precision)
 
 
+def check_answer_rules(task, reward_funcs) -> None:
+    """Warn when a reward reads answers with another rule than the task's, which held-out evaluation
+    uses: the run would be paid for one thing and measured on another."""
+    import warnings
+
+    rule = getattr(task, "rule", None)
+    for fn in reward_funcs:
+        other = getattr(fn, "answer_rule", None)
+        if rule is not None and other is not None and other != rule:
+            warnings.warn(f"reward {getattr(fn, '__name__', fn)!r} reads answers with rule {other!r}, held-out "
+                          f"evaluation with the task's {rule!r}: set task.answer_rule to the rule you mean, and "
+                          "drop the reward's own", stacklevel=2)
+
+
 def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -> dict:
     """Run one training job from a ``Config`` (from ``resume_from``, a checkpoint folder, if given).
 
@@ -153,11 +167,14 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
         raise ConfigError(f"reward: {e}") from e
     reward_weights = None if all(w == 1.0 for w in weights) else weights
 
+    check_answer_rules(task, reward_funcs)
     eval_s = [0.0]  # time spent evaluating, kept out of s/step
+    # held-out evaluation reads answers with the task's rule (the rewards' too) within the run's completion budget
+    eval_tokens = getattr(tc, "max_completion_length", None)
 
     def eval_fn(m):
         t0 = time.perf_counter()
-        acc = task.evaluate(m, tokenizer, heldout)
+        acc = task.evaluate(m, tokenizer, heldout, max_new_tokens=eval_tokens)
         eval_s[0] += time.perf_counter() - t0
         return acc
 

@@ -6,6 +6,7 @@ batch becomes one JSON row beside ``metrics.jsonl``::
 
     {"step": 10, "prompt": "...", "completion": "...", "reward": 1.0,
      "reward/<func name>": 1.0, ..., "feedback": null,            # every algorithm
+     "answer": "154",                                             # when the dataset has an answer column
      "teacher_prompt": "...", "has_teacher": true}                # SDPO only
 
 ``pandas.read_json(path, lines=True)`` loads it. Both backends write the same rows: the scratch
@@ -149,6 +150,9 @@ def trl_samples(trainer) -> dict[str, list]:
     feedback = [list(v) for k, v in logs.get("extra", {}).items() if k.startswith("feedback") and len(v) == n]
     if feedback:
         out["feedback"] = ["\n".join(t for t in texts if t) or None for texts in zip(*feedback)]
+    answer = logs.get("extra", {}).get("answer")
+    if answer is not None and len(answer) == n:   # the rows' reference answers (rewards.checked's log_columns)
+        out["answer"] = list(answer)
     for k, v in (getattr(trainer, "teacher_samples", None) or {}).items():
         if len(v) == n:
             out[k] = list(v)

@@ -4,8 +4,10 @@ One naming scheme everywhere (``METRICS`` documents each key): the scratch train
 keys, the TRL path maps TRL's log names onto them (``metrics_from_trl_logs``), the live plot
 and the CLI read them. A row is a dict with ``step`` and any of these keys.
 
-``MetricsSink(output_dir, callbacks)`` keeps the rows (``history``), appends each one to
+``MetricsSink(output_dir, callbacks, watch)`` keeps the rows (``history``), appends each one to
 ``output_dir/metrics.jsonl`` and hands it to every callback (a ``LivePlot``, a printer...).
+``ZeroSignalWatch`` reads the rows as they pass and warns, on either backend, when a run has had
+nothing to learn from for ``steps`` steps in a row (``stats/frac_zero_std`` at or above ``fraction``).
 
 Left out on purpose: experiment trackers (wandb, tensorboard); pass a callback that forwards rows.
 """
@@ -13,6 +15,7 @@ Left out on purpose: experiment trackers (wandb, tensorboard); pass a callback t
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -169,17 +172,66 @@ def read_jsonl(path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+LOGGER = logging.getLogger("sdpo_kit")
+
+
+class ZeroSignalWatch:
+    """Says when a run cannot learn: in ``steps`` steps in a row, at least ``fraction`` of the groups
+    gave every completion the same reward (``stats/frac_zero_std``), so every group-relative
+    advantage is zero and GRPO's gradient with it. It warns once per run (``LOGGER``, printed to
+    stderr unless logging is configured otherwise), naming the likely causes and where to read the
+    completions; ``message`` keeps the text. ``steps=0`` turns it off.
+    """
+
+    def __init__(self, fraction: float = 0.9, steps: int = 10, output_dir=None, completions_logged: bool = True):
+        if not 0.0 < fraction <= 1.0 or steps < 0:
+            raise ValueError(f"zero_signal_fraction must be in (0, 1] and zero_signal_steps >= 0, got {fraction}, {steps}")
+        self.fraction, self.steps = float(fraction), int(steps)
+        self.where = (f"{Path(output_dir) / 'completions.jsonl'}" if output_dir and completions_logged
+                      else "the sampled completions (set output_dir and log_completions_every to keep them)")
+        self.run = 0                      # steps in a row at or above the fraction
+        self.rewards: list[float] = []    # their mean rewards
+        self.message: str | None = None   # the warning, once given
+
+    def __call__(self, row: Mapping) -> str | None:
+        """Read one metrics row; the warning's text on the step it fires, else None."""
+        frac = row.get("stats/frac_zero_std")
+        if not self.steps or frac is None or self.message is not None:
+            return None
+        if frac >= self.fraction:
+            self.run += 1
+            self.rewards.append(row.get("reward/mean", float("nan")))
+        else:
+            self.run, self.rewards = 0, []
+        if self.run < self.steps:
+            return None
+        mean = sum(self.rewards) / len(self.rewards)
+        self.message = (
+            f"no learning signal: for {self.steps} steps in a row (to step {row.get('step', '?')}) at least "
+            f"{self.fraction:.0%} of the groups gave every completion the same reward (stats/frac_zero_std >= "
+            f"{self.fraction}; mean reward {mean:.3f}), so the group-relative advantages are zero and the policy "
+            "does not move. Likely causes: the reward does not read this model's answers (check the task's "
+            "answer_rule and instruction: a right answer must score), the temperature is too low for a group's "
+            "samples to differ, or the task is too hard (every completion scores 0) or too easy (every one scores "
+            f"the maximum) for this model. Read {self.where}.")
+        LOGGER.warning(self.message)
+        return self.message
+
+
 class MetricsSink:
     """Where every trainer's rows go: ``history``, ``output_dir/metrics.jsonl`` and callbacks.
 
     ``start(rows=())`` (over)writes the file with the rows already logged (a resumed run's
-    history, or nothing); ``log(row)`` appends one row everywhere.
+    history, or nothing); ``log(row)`` appends one row everywhere. ``watch`` (a ``ZeroSignalWatch``)
+    reads every row first; ``warnings`` keeps what it said.
     """
 
-    def __init__(self, output_dir=None, callbacks: Sequence[Callable] = ()):
+    def __init__(self, output_dir=None, callbacks: Sequence[Callable] = (), watch: Callable | None = None):
         self.path = Path(output_dir) / "metrics.jsonl" if output_dir else None
         self.callbacks = list(callbacks)
         self.history: list[dict] = []
+        self.watch = watch
+        self.warnings: list[str] = []
 
     def start(self, rows: Iterable[Mapping] = ()) -> None:
         self.history[:] = [dict(r) for r in rows]
@@ -188,6 +240,9 @@ class MetricsSink:
 
     def log(self, row: Mapping) -> None:
         row = dict(row)
+        said = self.watch(row) if self.watch is not None else None
+        if said:
+            self.warnings.append(said)
         self.history.append(row)
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,8 @@
                     (a changed max_steps is refused when the schedule decays over it), in the
                     precision ``core.precision`` chooses from the device (``mixed_precision``);
                     sampled completions to ``completions.jsonl`` (``core.completions``), the rows
-                    to the trackers ``report_to`` names (``core.trackers``), and a clean stop
+                    to the trackers ``report_to`` names (``core.trackers``), a warning when the
+                    run has nothing to learn from (``metrics.ZeroSignalWatch``), and a clean stop
                     after the current step, with a checkpoint, when a callback asks for one
                     (its ``stop_requested`` is true: the dashboard's stop button)
 
@@ -42,7 +43,7 @@ import torch
 
 from sdpo_kit.core import checkpoint as ckpt
 from sdpo_kit.core.completions import CompletionLog
-from sdpo_kit.core.metrics import MetricsSink
+from sdpo_kit.core.metrics import MetricsSink, ZeroSignalWatch
 from sdpo_kit.core.precision import MIXED_PRECISION, MixedPrecision, device_precision, model_device, upcast_trainable
 from sdpo_kit.core.trackers import Trackers, check_report_to
 from sdpo_kit.core.utils import eval_mode
@@ -67,6 +68,8 @@ class RunConfig:
     mixed_precision: str = "auto"     # auto | no | fp16 | bf16 (core.precision; auto is fp32 on a CPU)
     log_completions_every: int = 10   # output_dir/completions.jsonl every N steps; 0: never
     report_to: str | list = "none"    # none | tensorboard | trackio | wandb, or a list (TRL's report_to)
+    zero_signal_fraction: float = 0.9  # warn when at least this share of the groups has one reward ...
+    zero_signal_steps: int = 10       # ... for this many steps in a row (metrics.ZeroSignalWatch); 0: never
 
     def __post_init__(self):
         if self.max_steps < 1 or self.prompts_per_step < 1:
@@ -82,6 +85,7 @@ class RunConfig:
         if self.log_completions_every < 0:
             raise ValueError(f"log_completions_every must be >= 0, got {self.log_completions_every}")
         check_report_to(self.report_to)
+        ZeroSignalWatch(self.zero_signal_fraction, self.zero_signal_steps)   # raises on a bad value
 
 
 def check_enough_rows(num_rows: int, prompts_per_step: int) -> None:
@@ -175,7 +179,9 @@ class ScratchTrainer:
             model, config.learning_rate, config.lr_scheduler_type, config.max_steps * self.updates_per_step)
         self.callbacks = list(callbacks)
         self.trackers = Trackers(config.report_to, config.output_dir, dataclasses.asdict(config))
-        self.sink = MetricsSink(config.output_dir, [*self.callbacks, self.trackers])
+        watch = ZeroSignalWatch(config.zero_signal_fraction, config.zero_signal_steps, config.output_dir,
+                                config.log_completions_every > 0)
+        self.sink = MetricsSink(config.output_dir, [*self.callbacks, self.trackers], watch)
         self.history = self.sink.history
         self.completion_log = CompletionLog(config.output_dir, config.log_completions_every, self.callbacks)
         self.current_step = 0  # the step train() is running (record_completions files rows under it)
@@ -318,7 +324,7 @@ class ScratchTrainer:
                 f"steps would follow another schedule than the interrupted run's. Resume with "
                 f"max_steps={saved['max_steps']} (or train with a constant schedule to extend a run)")
         harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "output_dir",
-                    "log_completions_every", "report_to"}
+                    "log_completions_every", "report_to", "zero_signal_fraction", "zero_signal_steps"}
         changed = sorted(k for k in saved if k not in harmless and k in now and saved[k] != now[k])
         if changed:
             warnings.warn(f"resuming with a config that differs from the checkpoint's in {changed}: "

@@ -213,8 +213,9 @@ class MetricsCallback(TrainerCallback):
     """
 
     def __init__(self, output_dir=None, eval_fn: Callable | None = None, eval_every: int = 0,
-                 sinks: Sequence[Callable] = (), num_iterations: int = 1, log_completions_every: int = 0):
-        self.sink = MetricsSink(output_dir, sinks)
+                 sinks: Sequence[Callable] = (), num_iterations: int = 1, log_completions_every: int = 0,
+                 watch: Callable | None = None):
+        self.sink = MetricsSink(output_dir, sinks, watch)
         self.history = self.sink.history
         self.sinks, self.output_dir = list(sinks), output_dir
         self.completions = CompletionLog(output_dir, log_completions_every, sinks)

@@ -155,7 +155,7 @@ class GRPOLoop(ScratchTrainer):
                                                                      self.reward_weights)
         self.record_completions(prompt=prompts, completion=completions, reward=rewards.tolist(),
                                 **reward_columns([reward_name(f) for f in self.reward_funcs], per_func),
-                                feedback=feedbacks)
+                                feedback=feedbacks, answer=columns.get("answer"))
         return rewards, per_func, feedbacks
 
     def _logprobs(self, model, args) -> torch.Tensor:

@@ -21,7 +21,8 @@ Unsloth's patched ``GRPOTrainer`` (Colab's fast path) is the one that runs. What
 * a batch that is not a whole number of groups fails here, before TRL, naming the nearest
   valid sizes (``trl_base.check_group_divisibility``), and so does a dataset with fewer rows
   than one step's distinct prompts, which TRL would train for 0 steps (``trl_base.check_enough_rows``);
-* ``trl_base.MetricsCallback``: ``output_dir/metrics.jsonl`` with the scratch loop's keys;
+* ``trl_base.MetricsCallback``: ``output_dir/metrics.jsonl`` with the scratch loop's keys, and the
+  scratch loop's warning when the run has nothing to learn from (``metrics.ZeroSignalWatch``);
 * ``trl_base.NeutralGenerationDefaults``: the model's own generation defaults kept out of sampling.
 
 ``TRLGRPOConfig`` is the same knobs as the scratch loop's ``GRPOSettings`` plus ``preset`` and
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 import torch
 
 from sdpo_kit.core.fast_generation import guard_trl_vllm
+from sdpo_kit.core.metrics import ZeroSignalWatch
 from sdpo_kit.core.trl_base import (
     BASE_ARGS,
     MetricsCallback,
@@ -53,7 +55,9 @@ from sdpo_kit.core.trl_base import (
 from sdpo_kit.grpo.loop import GRPOSettings
 from sdpo_kit.rewards import check_columns, checked
 
-OURS_ONLY = ("prompts_per_step", "eval_every", "mixed_precision", "log_completions_every")  # config keys TRL does not know
+# config keys TRL does not know
+OURS_ONLY = ("prompts_per_step", "eval_every", "mixed_precision", "log_completions_every", "zero_signal_fraction",
+             "zero_signal_steps")
 DEFAULT_ARGS = {"per_device_train_batch_size": 64, "num_generations": 8}
 
 
@@ -97,6 +101,8 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
     overrides = {k: v for k, v in overrides.items() if v is not None or k == "epsilon_high"}
     overrides.pop("eval_every", None)
     overrides.pop("log_completions_every", None)  # ours: MetricsCallback writes completions.jsonl
+    overrides.pop("zero_signal_fraction", None)   # ours: MetricsCallback's ZeroSignalWatch
+    overrides.pop("zero_signal_steps", None)
     prompts_per_step = overrides.pop("prompts_per_step", None)
     mixed_precision = overrides.pop("mixed_precision", "auto")
     if mixed_precision != "auto":  # the scratch loops' knob, in transformers' flags
@@ -169,10 +175,14 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     trl_config = args_class(**args)
     check_enough_rows(len(train_dataset) if hasattr(train_dataset, "__len__") else None, trl_config)
     trainer_cbs, sinks = split_callbacks(callbacks)
+    watch = ZeroSignalWatch(grpo_overrides.get("zero_signal_fraction", 0.9), grpo_overrides.get("zero_signal_steps", 10),
+                            output_dir, log_completions_every > 0)
     metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1,
-                                 log_completions_every)
+                                 log_completions_every, watch)
     trainer = trainer_class(
-        model=model, reward_funcs=[checked(f) for f in reward_funcs], args=trl_config,
+        model=model, args=trl_config,
+        # the first reward also logs each row's reference answer to the completions table
+        reward_funcs=[checked(f, log_columns=("answer",) if i == 0 else ()) for i, f in enumerate(reward_funcs)],
         train_dataset=train_dataset, processing_class=tokenizer,
         callbacks=[NeutralGenerationDefaults(), metrics_cb, *trainer_cbs],
     )

@@ -158,7 +158,8 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         raw, per_func = compute_rewards(self.reward_funcs, [r["prompt"] for r in rows], completions, columns,
                                  self.reward_weights)                                 # (B,)
         self.record_completions(prompt=[r["prompt"] for r in rows], completion=completions, reward=raw.tolist(),
-                                **reward_columns([reward_name(f) for f in self.reward_funcs], per_func))
+                                **reward_columns([reward_name(f) for f in self.reward_funcs], per_func),
+                                answer=columns.get("answer"))
         scores = self.process_scores(raw)                                              # (B,)
         mask = ro.completion_mask.float()                                              # (B, T)
         with torch.no_grad():
