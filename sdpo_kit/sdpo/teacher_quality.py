@@ -34,7 +34,7 @@ from sdpo_kit.core.sampling import completion_logits, encode_prompts, generate_c
 from sdpo_kit.sdpo.reprompt import reprompt
 
 
-def _greedy(model, tokenizer, task, prompts, max_new_tokens, batch_size) -> list[str]:
+def _greedy(model, tokenizer, prompts, max_new_tokens, batch_size) -> list[str]:
     out = []
     for i in range(0, len(prompts), batch_size):
         out += generate_completions(model, tokenizer, prompts[i:i + batch_size], max_new_tokens=max_new_tokens)
@@ -85,15 +85,15 @@ def teacher_quality(model, tokenizer, task, rows: list[dict], *, batch_size: int
     max_new_tokens = max_new_tokens or task.max_completion_tokens()
     prompts = [r["prompt"] for r in rows]
     rights = [task.format_answer(r[col]) for r in rows]
-    student = _greedy(model, tokenizer, task, prompts, max_new_tokens, batch_size)
+    student = _greedy(model, tokenizer, prompts, max_new_tokens, batch_size)
     answers = [r[col] for r in rows]
     ok, feedback = _judge(task, student, answers)       # a task that scores batches: the sandbox runs once
     demo_prompts = [reprompt(p, right, None, **templates) for p, right in zip(prompts, rights)]
-    demo = _greedy(model, tokenizer, task, demo_prompts, max_new_tokens, batch_size)
+    demo = _greedy(model, tokenizer, demo_prompts, max_new_tokens, batch_size)
     wrong = [i for i, good in enumerate(ok) if not good]
     said = [feedback[i] for i in wrong]
     fb_prompts = [reprompt(prompts[i], None, text, **templates) for i, text in zip(wrong, said)]
-    fb = _greedy(model, tokenizer, task, fb_prompts, max_new_tokens, batch_size) if wrong else []
+    fb = _greedy(model, tokenizer, fb_prompts, max_new_tokens, batch_size) if wrong else []
     out = {"n": len(rows), "plain_acc": sum(ok) / len(rows),
            "demo_acc": sum(_correct(task, demo, answers)) / len(rows),
            "feedback_acc": (sum(_correct(task, fb, [answers[i] for i in wrong])) / len(wrong)
