@@ -5,7 +5,16 @@ rewards and the feedback follow the rule the task names."""
 
 import pytest
 
-from sdpo_kit.lab.answers import ANSWER_RULES, canonical_number, extract_answer, is_correct, rule_for
+from sdpo_kit.lab.answers import (
+    ANSWER_RULES,
+    answers_match,
+    canonical_number,
+    extract_answer,
+    is_correct,
+    normalise_answer,
+    rule_for,
+)
+from sdpo_kit.lab.feedback import digit_feedback, direction_feedback
 from sdpo_kit.lab.tasks import ArithmeticTask, arithmetic_feedback
 from sdpo_kit.lab.word_problems import WordProblemTask
 from sdpo_kit.rewards import answer_format_reward, exact_match_reward, feedback_reward, make_reward
@@ -95,6 +104,18 @@ def test_feedback_reads_the_answer_with_the_tasks_rule():
     fb = feedback_reward(rule="auto", style="digits")
     out = fb(prompts=["q"], completions=["So 76 + 88 = 154."], answer=["164"])
     assert out == [{"score": 0.0, "feedback": "Your answer 154 is wrong in the tens digit: 1?4"}]
+
+
+@pytest.mark.parametrize("written, right", [(" 1,000. ", True), ("1,000", True), ("1000.", True),
+                                            ("1,001.", False), (" 999 ", False)])
+def test_feedback_reads_a_written_number_as_the_answer_rules_do(written, right):
+    """The feedback normalises a number as ``normalise_answer`` does (spaces, a trailing ``.``, thousands
+    commas): it is silent exactly where ``answers_match`` calls the answer right, and names the number else."""
+    assert answers_match(written, "1000") is right
+    for style in (direction_feedback, digit_feedback):
+        said = style(written, "1000")
+        assert (said == "") is right
+        assert right or said.startswith(f"Your answer {normalise_answer(written)} ")
 
 
 def test_config_rewards_follow_the_tasks_rule():

@@ -20,16 +20,16 @@ hand over the answer.
 
 from __future__ import annotations
 
-from sdpo_kit.lab.answers import missing_answer_message, rule_for
+from sdpo_kit.lab.answers import missing_answer_message, normalise_answer, rule_for
 
 PLACE_NAMES = ("ones", "tens", "hundreds", "thousands", "ten-thousands", "hundred-thousands")
 
 
 def _number(text: str | None) -> str | None:
-    """``" 1,000. "`` -> ``"1000"``; None when it is not a whole number written in digits."""
+    """``normalise_answer`` (``" 1,000. "`` -> ``"1000"``); None when it is not a whole number written in digits."""
     if text is None:
         return None
-    s = str(text).strip().rstrip(".").replace(",", "").strip()
+    s = normalise_answer(text)
     return s if s.removeprefix("-").isdigit() else None
 
 
