@@ -47,6 +47,7 @@ from report_sdpo_lab import (
     sdpo_lab_fields,
     sdpo_lab_signal,
     sdpo_lab_stability,
+    sdpo_lab_summary,
     sdpo_lab_transfer,
     sdpo_lab_transfer_fields,
 )
@@ -245,6 +246,7 @@ BLOCKS = {
     "vapor": ("vapor", vapor),
     "sdpo": ("sdpo", sdpo),
     "sdpo-lab": ("sdpo_lab", sdpo_lab),
+    "sdpo-lab-summary": ("sdpo_lab", sdpo_lab_summary),
     "sdpo-lab-signal": ("sdpo_lab_signal", sdpo_lab_signal),
     "sdpo-lab-signal-1000": ("sdpo_lab_signal_1000", sdpo_lab_signal),
     "sdpo-lab-discovery": ("sdpo_lab_discovery", sdpo_lab_discovery),
