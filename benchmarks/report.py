@@ -1,11 +1,12 @@
-"""Render the README's number tables, and the notebooks' reference figures, from benchmarks/results/.
+"""Render the number tables of the README, docs/benchmarks.md (every benchmark's) and the concept pages, and the
+notebooks' reference figures, from benchmarks/results/.
 
     python benchmarks/report.py            # rewrite what sits between the report markers
     python benchmarks/report.py --check    # exit 1 if a rendered file is out of date or a results file
                                            # has no sound provenance; list the stale results files
     python benchmarks/report.py --stale    # list the stale results files only (exit 0)
 
-A block in README.md or in a notebook's markdown cell looks like
+A block in README.md, a docs page or a notebook's markdown cell looks like
 
     <!-- report:speed -->
     ...generated...
@@ -47,6 +48,7 @@ from report_sdpo_lab import (
     sdpo_lab_fields,
     sdpo_lab_signal,
     sdpo_lab_stability,
+    sdpo_lab_summary,
     sdpo_lab_transfer,
     sdpo_lab_transfer_fields,
 )
@@ -245,6 +247,7 @@ BLOCKS = {
     "vapor": ("vapor", vapor),
     "sdpo": ("sdpo", sdpo),
     "sdpo-lab": ("sdpo_lab", sdpo_lab),
+    "sdpo-lab-summary": ("sdpo_lab", sdpo_lab_summary),
     "sdpo-lab-signal": ("sdpo_lab_signal", sdpo_lab_signal),
     "sdpo-lab-signal-1000": ("sdpo_lab_signal_1000", sdpo_lab_signal),
     "sdpo-lab-discovery": ("sdpo_lab_discovery", sdpo_lab_discovery),
@@ -383,7 +386,8 @@ def render_text(text: str) -> str:
 
 
 def targets() -> list[Path]:
-    return [ROOT / "README.md", ROOT / "docs" / "cli.md", ROOT / "docs" / "install.md", *sorted((ROOT / "docs" / "concepts").glob("*.md")),
+    return [ROOT / "README.md", ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "cli.md", ROOT / "docs" / "install.md",
+            *sorted((ROOT / "docs" / "concepts").glob("*.md")),
             *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 

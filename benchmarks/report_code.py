@@ -31,7 +31,7 @@ def code_reward(res: dict) -> str:
         f"Each test run is a fresh sandboxed interpreter; trivial: {cfg['programs']} programs x {cfg['tests']} tests; "
         f"time limit {cfg['timeout_s']} s a test; median of {cfg['repeats']} repeats. The pool runs "
         f"**{s['trivial_runs_per_s_pool']:.1f}** trivial test runs a second, {s['trivial_speedup']:.2f}x one at a "
-        f"time (issue 18's goal: 50 on 2 cores). One looping program delays the pool's trivial batch by "
+        f"time (the target: at least 50 a second on 2 cores). One looping program delays the pool's trivial batch by "
         f"**{s['loop_delay_s_pool']:.2f} s**; its own wall-clock limit is {s['loop_wall_limit_s']:.1f} s (the time "
         f"limit plus the interpreter's start)." + (f" Isolation on the machine: {held}." if held else ""), "",
         *lab_step(s), provenance(res)])

@@ -1,7 +1,8 @@
 """The skill lab's report (``bench_sdpo_lab.py``'s results): the dial's teacher quality, SDPO minus
 GRPO per dial, and how soon each method reaches GRPO's final accuracy at the top of the dial.
 
-    sdpo_lab(results) -> str           the README / docs block ``<!-- report:sdpo-lab -->``
+    sdpo_lab(results) -> str           the docs block ``<!-- report:sdpo-lab -->``
+    sdpo_lab_summary(results) -> str   the README's short block ``<!-- report:sdpo-lab-summary -->``
     sdpo_lab_fields(results) -> dict   numbers inside prose, ``<!--f:sdpo_lab.KEY-->``
     runs_of(results, method, dial), paired_diff(results, method, dial), reach(results, dial)
     sdpo_lab_signal / sdpo_lab_discovery / sdpo_lab_ablations(results) -> str
@@ -129,6 +130,26 @@ def sdpo_lab(res: dict) -> str:
         for d, curves in s["discovery"].items():
             parts += ["", f"Dial {d}: " + discovery_table(curves)]
     return "\n".join(parts + ["", provenance(res)])
+
+
+def sdpo_lab_summary(res: dict) -> str:
+    """The README's short block ``<!-- report:sdpo-lab-summary -->``: per dial, the warm start's accuracy, its
+    teacher's accuracy shown a sibling's right answer, GRPO's and SDPO's median final accuracy, and SDPO minus
+    GRPO (the median of the per-seed differences, and on how many seeds SDPO ends above GRPO)."""
+    s, cfg = res["summary"], res["config"]
+    rows = []
+    for d in map(str, cfg["dials"]):
+        grpo, sdpo, diff = runs_of(res, "grpo", d), runs_of(res, "sdpo", d), paired_diff(res, "sdpo", d)
+        if grpo and sdpo and diff:
+            rows.append([d, s["teacher"][d]["plain_acc"], s["teacher"][d]["demo_acc"],
+                         statistics.median(r["final_acc"] for r in grpo), statistics.median(r["final_acc"] for r in sdpo),
+                         f"{statistics.median(diff):+.3f} (above on {sum(x > 0 for x in diff)} of {len(diff)})"])
+    return "\n".join([
+        md_table(["dial (context steps)", "warm start", "teacher, shown a sibling's answer", "GRPO (median)",
+                  "SDPO (median)", "SDPO minus GRPO (median paired)"], rows), "",
+        f"Held-out greedy accuracy after {cfg['steps']} steps, seeds {fmt(cfg['seeds'])}; each method's learning rate "
+        f"picked from {', '.join(f'{lr:g}' for lr in cfg['lr_grid'])} on seeds {fmt(cfg['tune_seeds'])}.", "",
+        provenance(res)])
 
 
 def _eval_every(res: dict) -> int:

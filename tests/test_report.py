@@ -1,4 +1,4 @@
-"""The README's numbers and the notebooks' reference figures are what benchmarks/results/ says.
+"""The numbers of the README, the docs pages and the notebooks are what benchmarks/results/ says.
 
 ``benchmarks/report.py`` renders every block between ``<!-- report:NAME -->`` markers from the
 results files the benchmark scripts write; a hand-edited number, or a results file committed
@@ -43,13 +43,27 @@ def test_rendered_blocks_match_the_results(path):
     assert old == new, f"{path.name} is out of date: run python benchmarks/report.py"
 
 
-def test_every_readme_block_has_its_results():
-    """No README block waits for a benchmark that was never run. The fresh-clone block is the
-    exception: it times CI on a committed HEAD, so the commit it measures cannot contain it yet."""
-    blocks = report.BLOCK.findall((ROOT / "README.md").read_text())
-    assert len(blocks) >= 8
-    waiting = [name for _, name, body, _ in blocks if "(not measured yet" in body and name != "fresh-clone"]
+def test_every_readme_and_benchmarks_page_block_has_its_results():
+    """No block of the README (its headline results) or of docs/benchmarks.md (every benchmark) waits for a
+    benchmark that was never run. The fresh-clone block is the exception: it times CI on a committed HEAD, so
+    the commit it measures cannot contain it yet."""
+    readme = report.BLOCK.findall((ROOT / "README.md").read_text())
+    page = report.BLOCK.findall((ROOT / "docs" / "benchmarks.md").read_text())
+    assert len(readme) >= 3 and len(page) >= 8
+    waiting = [name for _, name, body, _ in readme + page if "(not measured yet" in body and name != "fresh-clone"]
     assert not waiting, f"run the benchmarks these blocks name, then benchmarks/report.py: {waiting}"
+
+
+def test_every_results_file_is_shown_somewhere():
+    """Each results file is rendered, by a block or a field, on at least one page report.py keeps up to date:
+    a benchmark whose numbers no page shows is a benchmark nobody reads."""
+    shown = set()
+    for path in report.targets():
+        text = path.read_text()
+        shown |= {report.BLOCKS[name][0] for _, name, _, _ in report.BLOCK.findall(text) if name in report.BLOCKS}
+        shown |= {report.FIELDS[name][0] for _, name, _, _, _ in report.FIELD.findall(text) if name in report.FIELDS}
+    unshown = sorted(p.stem for p in report.RESULTS.glob("*.json") if p.stem not in shown)
+    assert not unshown, f"add a block or a field for these results to docs/benchmarks.md: {unshown}"
 
 
 def test_a_block_renders_from_its_results_file_only(tmp_path, monkeypatch):

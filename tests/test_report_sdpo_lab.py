@@ -54,6 +54,15 @@ def test_fields_and_block_hold_the_paired_differences():
     assert "Goal (at most half of GRPO's steps): met both ways." in block
 
 
+def test_summary_block_holds_each_dials_medians_and_paired_difference():
+    """The README's short block: per dial the warm start, the teacher shown a sibling's answer, GRPO's and SDPO's
+    median finals and SDPO minus GRPO as the median of the per-seed differences, with the seeds SDPO ends above."""
+    block = lab.sdpo_lab_summary(results())
+    assert "| 0 | 0.800 | 0.000 | 0.850 | 0.600 | -0.250 (above on 0 of 2) |" in block   # -0.34, -0.16
+    assert "| 9 | 0.780 | 0.970 | 0.860 | 0.865 | +0.005 (above on 1 of 2) |" in block   # +0.06, -0.05
+    assert "after 50 steps, seeds 0, 1" in block and "commit `abc`" in block
+
+
 def test_goal_22_is_read_against_the_budget_and_against_grpos_own_steps():
     r = {"methods": {"grpo": {"steps": [100, 100], "reached": 2, "median": 100},
                      "sdpo": {"steps": [25, 75], "reached": 2, "median": 50.0}}}
