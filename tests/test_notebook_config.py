@@ -1,6 +1,8 @@
 """The notebooks' first cells (read, not run): the install cell says when Colab needs a restart; the
-config cell takes the model from ``$SDPO_KIT_MODEL`` (the tiny lab on a CPU, the T4 profile's model on
-CUDA when unset), never from SMOKE, and prints the preflight."""
+config cell chooses the model with ``core.profiles`` (``$SDPO_KIT_MODEL``, else the tiny lab on a CPU
+and the T4 profile's model on CUDA), keeps a profile for the tiny lab, the real CPU model and the T4,
+never branches on SMOKE outside the profiles' sizes, and prints the preflight. ``core.profiles`` itself:
+which profile a model runs, which it borrows, and the smoke sizes."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB, choose_model, pick_profile, profile_key
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -17,7 +21,7 @@ def code_cells(path: Path) -> list[str]:
 
 
 def model_name(config_cell: str, env: dict, cuda: bool) -> str:
-    """MODEL_NAME as the config cell's two lines compute it, with ``env`` and CUDA stated."""
+    """MODEL_NAME as an old-style config cell's two lines compute it, with ``env`` and CUDA stated."""
     import types
 
     lines = [ln for ln in config_cell.splitlines() if ln.startswith(("T4_MODEL =", "MODEL_NAME ="))]
@@ -31,10 +35,36 @@ def model_name(config_cell: str, env: dict, cuda: bool) -> str:
 def test_config_and_install_cells(path):
     install, config = code_cells(path)[0], code_cells(path)[1]
     assert "Restart session" in install and "sdpo_kit[colab]" in install
-    assert "SDPO_KIT_MODEL" in config and "not SMOKE" not in config and "print(preflight(MODEL_NAME" in config
+    assert "not SMOKE" not in config and "print(preflight(MODEL_NAME" in config
+    if "pick_profile" in config:
+        assert "MODEL_NAME = choose_model()" in config and "P = pick_profile(PROFILES, MODEL_NAME, SMOKE)" in config
+        for key in ('"tiny-lab": dict(', "REAL_CPU_MODEL: dict(", "T4_MODEL: dict("):
+            assert key in config, key
+        assert 'os.environ["SDPO_KIT_MODEL"]' in config, "the config cell shows how to choose the model"
+        return
+    assert "SDPO_KIT_MODEL" in config   # not yet on core.profiles: the two lines of its own
     assert model_name(config, {}, cuda=False) == "tiny-lab"
     assert model_name(config, {}, cuda=True) == "Qwen/Qwen2.5-0.5B-Instruct"
-    assert model_name(config, {"SDPO_KIT_SMOKE": "1"}, cuda=True) == "Qwen/Qwen2.5-0.5B-Instruct"  # sizes only
     assert model_name(config, {"SDPO_KIT_MODEL": "tiny-lab"}, cuda=True) == "tiny-lab"
-    assert model_name(config, {"SDPO_KIT_MODEL": "org/other"}, cuda=False) == "org/other"
-    assert "PROFILES.get(MODEL_NAME, PROFILES[T4_MODEL])" in config  # another hub id: the T4 profile
+
+
+def test_choose_model_and_the_profile_each_model_runs(capsys):
+    """The default model follows the device; the profile follows the device too: on CUDA every model but
+    the tiny lab runs the T4 profile, on a CPU every real model the real CPU model's, and a model without a
+    profile of its own is told which it borrows. SMOKE swaps in the profile's smoke sizes, nothing else."""
+    assert choose_model({}, cuda=False) == TINY_LAB and choose_model({}, cuda=True) == T4_MODEL
+    assert choose_model({"SDPO_KIT_MODEL": REAL_CPU_MODEL, "SDPO_KIT_SMOKE": "1"}, cuda=True) == REAL_CPU_MODEL
+    assert [profile_key(m, cuda=False) for m in (TINY_LAB, REAL_CPU_MODEL, T4_MODEL, "org/x")] == \
+        [TINY_LAB, REAL_CPU_MODEL, REAL_CPU_MODEL, REAL_CPU_MODEL]
+    assert [profile_key(m, cuda=True) for m in (TINY_LAB, REAL_CPU_MODEL, T4_MODEL)] == [TINY_LAB, T4_MODEL, T4_MODEL]
+    profiles = {TINY_LAB: dict(steps=500, lr=3e-4, smoke=dict(steps=12)),
+                REAL_CPU_MODEL: dict(steps=30, lr=1e-4, smoke=dict(steps=2)), T4_MODEL: dict(steps=200, lr=2e-5)}
+    assert pick_profile(profiles, TINY_LAB, smoke=True, cuda=False) == dict(steps=12, lr=3e-4)
+    assert pick_profile(profiles, TINY_LAB, smoke=False, cuda=False) == dict(steps=500, lr=3e-4)
+    capsys.readouterr()
+    assert pick_profile(profiles, "org/x", cuda=False) == dict(steps=30, lr=1e-4)
+    assert "borrowed: 'org/x' has no profile of its own" in capsys.readouterr().out
+    pick_profile(profiles, REAL_CPU_MODEL, cuda=False)
+    assert "borrowed" not in capsys.readouterr().out
+    with pytest.raises(KeyError, match="no 'smollm2-135m' profile"):
+        pick_profile({TINY_LAB: {}}, REAL_CPU_MODEL, cuda=False)
