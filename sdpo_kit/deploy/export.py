@@ -14,6 +14,10 @@
     gguf         ``model-<quant>.gguf`` for llama.cpp, made by llama.cpp's own converter from the
                  merged fp32 model (``deploy.gguf``; ``quant`` f32, f16 or q8_0)
 
+The run's ``config.yaml`` is read only for what the export uses (``run_model.run_source``), and
+bad input (no run, no config, no model, an unknown format, ...) is an ``ExportError`` with one line
+that says why; ``sdpo-kit export`` prints it and exits with status 2.
+
 Every export is written to a temporary folder next to the destination and moved into place only
 when complete: a failure leaves nothing half-written. ``round_trip`` loads an export back and
 compares its greedy completions and logits with the run's model.
@@ -34,6 +38,7 @@ from sdpo_kit.deploy.run_model import (  # noqa: F401 (ExportError, compare_mode
     is_adapter,
     load_run_model,
     run_model_dir,
+    run_source,
 )
 
 FORMATS = ("lora", "merged", "merged_4bit", "gguf")
@@ -65,6 +70,8 @@ def export(run_dir, fmt: str = "lora", output_dir=None, *, dtype: str = "fp16", 
     dest = Path(output_dir) if output_dir else Path(run_dir) / f"export-{fmt}"
     if fmt == "lora" and not is_adapter(model_dir):
         raise ExportError(f"{run_dir} trained the full model, not a LoRA adapter: export --format merged instead")
+    if fmt != "lora":
+        run_source(run_dir)   # the config keys the export uses, checked before anything loads
     if fmt == "merged_4bit":
         _check_4bit()
     if fmt == "gguf":
