@@ -10,7 +10,13 @@ from test_export import PROMPTS, leftovers, runs  # noqa: F401  (runs: the modul
 
 from sdpo_kit import cli
 from sdpo_kit.deploy.export import ExportError, export
-from sdpo_kit.deploy.gguf import ConverterUnavailable, converter_dir, gguf_round_trip, gguf_vocabulary
+from sdpo_kit.deploy.gguf import (
+    ConverterUnavailable,
+    converter_dir,
+    gguf_round_trip,
+    gguf_vocabulary,
+    missing_converter_packages,
+)
 
 try:
     converter_dir(fetch=False)
@@ -54,3 +60,28 @@ def test_no_converter_and_bad_quantisation_are_clear_errors(runs, tmp_path, monk
         export(runs / "full", "gguf", tmp_path / "g", quant="q2_k")
     assert not (tmp_path / "g").exists() and not leftovers(tmp_path)
     assert cli.main(["export", str(runs / "full"), "--format", "gguf", "--quant", "q4"]) == 2
+
+
+def byte_level_bpe(folder, byte_fallback=False):
+    """A two-merge byte-level BPE tokenizer.json in ``folder`` (the kind SmolLM2 and Qwen2 have)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE(vocab={"a": 0, "b": 1, "ab": 2}, merges=[("a", "b")], byte_fallback=byte_fallback))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def test_what_the_converter_needs_is_named_from_the_tokenizer(runs, tmp_path, monkeypatch):  # noqa: F811
+    """sentencepiece (CONVERTER_PACKAGES) is needed for every model but the tiny lab's vocabulary:
+    missing_converter_packages names a missing one from the tokenizer alone (export asks it before a
+    model loads; tests/real/test_real_export.py checks the message on the real model)."""
+    from sdpo_kit.deploy import gguf
+
+    assert missing_converter_packages(runs / "full" / "model") == []
+    bpe = byte_level_bpe(tmp_path / "bpe")
+    monkeypatch.setattr(gguf, "CONVERTER_PACKAGES", ("json", "no_such_package_here"))
+    assert missing_converter_packages(bpe) == ["no_such_package_here"]
+    assert missing_converter_packages(runs / "full" / "model") == []

@@ -12,7 +12,8 @@
     merged_4bit  the merged model quantised to 4 bits with bitsandbytes; needs a CUDA GPU and
                  bitsandbytes (a clear error otherwise)
     gguf         ``model-<quant>.gguf`` for llama.cpp, made by llama.cpp's own converter from the
-                 merged fp32 model (``deploy.gguf``; ``quant`` f32, f16 or q8_0)
+                 merged fp32 model (``deploy.gguf``; ``quant`` f32, f16 or q8_0); every model but the
+                 tiny lab needs ``sentencepiece`` there (a clear error otherwise)
 
 The run's ``config.yaml`` is read only for what the export uses (``run_model.run_source``), and
 bad input (no run, no config, no model, an unknown format, ...) is an ``ExportError`` with one line
@@ -75,8 +76,12 @@ def export(run_dir, fmt: str = "lora", output_dir=None, *, dtype: str = "fp16", 
     if fmt == "merged_4bit":
         _check_4bit()
     if fmt == "gguf":
-        from sdpo_kit.deploy.gguf import ConverterUnavailable, converter_dir
+        from sdpo_kit.deploy.gguf import ConverterUnavailable, converter_dir, missing_converter_packages
 
+        missing = missing_converter_packages(model_dir)
+        if missing:
+            raise ExportError(f"GGUF export of this model needs {', '.join(missing)}, which llama.cpp's converter "
+                              f"imports (pip install {' '.join(missing)}; sdpo_kit's dev extra has it)")
         try:
             converter_dir()
         except ConverterUnavailable as e:
@@ -91,12 +96,17 @@ def export(run_dir, fmt: str = "lora", output_dir=None, *, dtype: str = "fp16", 
         else:
             model, tok = load_run_model(run_dir)
             if fmt == "gguf":
-                from sdpo_kit.deploy.gguf import convert
+                from sdpo_kit.deploy.gguf import ConverterUnavailable, convert
 
                 hf = tmp / "_hf"
                 model.to(torch.float32).save_pretrained(hf, safe_serialization=True)
                 tok.save_pretrained(hf)
-                convert(hf, tmp / f"model-{quant}.gguf", quant)
+                try:
+                    convert(hf, tmp / f"model-{quant}.gguf", quant)
+                except ConverterUnavailable as e:   # a module the converter imports is missing
+                    raise ExportError(str(e)) from e
+                except RuntimeError as e:   # the converter's own refusal: its last line (the log is e's cause)
+                    raise ExportError(f"llama.cpp's converter failed on this model: {str(e).splitlines()[-1]}") from e
                 shutil.rmtree(hf)
                 return _publish(tmp, dest, overwrite)
             if fmt == "merged":

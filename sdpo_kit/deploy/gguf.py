@@ -7,6 +7,13 @@ ships inside the llama-cpp-python source distribution on PyPI. ``converter_dir()
 (``lab.cache_dir()/llama.cpp-<version>``). The conversion runs in a subprocess
 (``gguf_convert.py``; it also maps the tiny lab's character vocabulary explicitly).
 
+What the converter imports: torch, numpy, transformers, pyyaml and tqdm (sdpo_kit's own
+dependencies), and ``sentencepiece`` (``CONVERTER_PACKAGES``): the Llama and Qwen2 converters'
+``set_vocab`` try a sentencepiece vocabulary first and import the package before they look for
+``tokenizer.model``, so a model with a byte-level BPE ``tokenizer.json`` (SmolLM2, Qwen2) needs it
+too; the tiny lab's vocabulary does not. ``missing_converter_packages`` says what is missing before
+a model is loaded.
+
 ``gguf_round_trip`` loads the file back with transformers' GGUF loader (needs the ``gguf``
 package) and checks it against the run's model: the vocabulary id for id, next-token logits and
 greedy answers. On Colab, Unsloth's ``save_pretrained_gguf`` is the other route (not used here).
@@ -27,6 +34,8 @@ import torch
 LLAMA_CPP_PYTHON = "0.3.36"
 QUANTS = ("f32", "f16", "q8_0")
 CONVERTER_FILES = ("convert_hf_to_gguf.py", "conversion", "gguf-py")
+# imported by the converter for every model but the tiny lab, and not a dependency of sdpo_kit (see the docstring)
+CONVERTER_PACKAGES = ("sentencepiece",)
 
 
 class ConverterUnavailable(RuntimeError):
@@ -75,13 +84,29 @@ def converter_dir(fetch: bool = True) -> Path:
     return root
 
 
+def missing_converter_packages(model_dir) -> list[str]:
+    """The packages of ``CONVERTER_PACKAGES`` the converter will import for the model whose tokenizer
+    is in ``model_dir`` and cannot: none for the tiny lab's vocabulary (written by ``gguf_convert``)."""
+    import importlib.util
+
+    from sdpo_kit.deploy.gguf_convert import is_char_vocab
+
+    if is_char_vocab(Path(model_dir)):
+        return []
+    return [p for p in CONVERTER_PACKAGES if importlib.util.find_spec(p) is None]
+
+
 def convert(model_dir, out_file, quant: str = "f16") -> Path:
     """Convert a merged HF model folder to one GGUF file with llama.cpp's converter."""
+    from sdpo_kit.deploy.gguf_convert import MISSING_MODULE
+
     if quant not in QUANTS:
         raise ValueError(f"unknown GGUF quantisation {quant!r}; one of {QUANTS}")
     script = Path(__file__).with_name("gguf_convert.py")
     proc = subprocess.run([sys.executable, str(script), str(converter_dir()), str(model_dir), str(out_file), quant],
                           capture_output=True, text=True)
+    if proc.returncode == MISSING_MODULE:
+        raise ConverterUnavailable(proc.stderr.strip().splitlines()[-1])
     if proc.returncode or not Path(out_file).exists():
         raise RuntimeError(f"llama.cpp's converter failed on {model_dir}:\n{proc.stderr.strip()[-2000:]}")
     return Path(out_file)
