@@ -76,3 +76,70 @@ def test_the_export_command(runs, tmp_path, capsys):
     assert (tmp_path / "m" / "config.json").exists()
     assert cli.main(["export", str(runs / "full"), "--format", "lora"]) == 2
     assert "merged" in capsys.readouterr().err
+
+
+def copy_run(src: Path, dest: Path, **config_edits) -> Path:
+    """A copy of run ``src`` whose config.yaml has the top-level keys in ``config_edits`` replaced."""
+    import shutil
+
+    import yaml
+
+    shutil.copytree(src, dest)
+    data = yaml.safe_load((dest / "config.yaml").read_text())
+    data.update(config_edits)
+    (dest / "config.yaml").write_text(yaml.safe_dump(data))
+    return dest
+
+
+def test_export_reads_only_the_keys_it_uses(runs, tmp_path):
+    """A run whose task was registered in Python (unknown here) and whose trainer and reward sections
+    this version cannot parse still exports: a full run loads from model/ itself. A tiny-lab LoRA run
+    needs its task to rebuild the warm start, and the error says so."""
+    odd = {"task": {"name": "registered_in_python", "level": 3}, "trainer": {"no_such_key": 1},
+           "reward": [{"type": "registered_in_python"}]}
+    full = copy_run(runs / "full", tmp_path / "full", **odd)
+    rt = round_trip(full, export(full, "merged", tmp_path / "m", dtype="fp32"), PROMPTS)
+    assert rt["max_logit_diff"] < 1e-4 and rt["greedy_equal"], rt
+    lora = copy_run(runs / "lora", tmp_path / "lora", **odd)
+    assert export(lora, "lora", tmp_path / "adapter").is_dir()   # a copy: no config needed
+    with pytest.raises(ExportError, match="task 'registered_in_python' is not registered"):
+        export(lora, "merged", tmp_path / "m2")
+    assert not (tmp_path / "m2").exists() and not leftovers(tmp_path)
+
+
+def bad_runs(runs, root: Path) -> dict:
+    """Broken run folders, each with the words its error must contain."""
+    import shutil
+
+    cases = {}
+    cases["missing"] = (root / "missing", "no such run directory")
+    (root / "no-model").mkdir()
+    shutil.copy(runs / "full" / "config.yaml", root / "no-model" / "config.yaml")
+    cases["no-model"] = (root / "no-model", "holds no trained model")
+    no_config = root / "no-config"
+    shutil.copytree(runs / "full", no_config)
+    (no_config / "config.yaml").unlink()
+    cases["no-config"] = (no_config, "has no config.yaml")
+    bad_yaml = copy_run(runs / "full", root / "bad-yaml")
+    (bad_yaml / "config.yaml").write_text("model: [unclosed\n")
+    cases["bad-yaml"] = (bad_yaml, "cannot be read as YAML")
+    cases["no-model-section"] = (copy_run(runs / "full", root / "no-section", model=None), "no model section")
+    cases["bad-name"] = (copy_run(runs / "full", root / "bad-name", model={"name": 3}), "model.name must be")
+    cases["bad-trust"] = (copy_run(runs / "full", root / "bad-trust", model={"name": "tiny-lab",
+                                                                           "trust_remote_code": "yes"}),
+                          "trust_remote_code must be true or false")
+    return cases
+
+
+def test_bad_input_is_one_line_and_exit_status_2(runs, tmp_path, capsys):
+    """Every bad input: ``sdpo-kit export`` prints one line naming the problem and returns 2 (no traceback)."""
+    for name, (run, words) in bad_runs(runs, tmp_path).items():
+        assert cli.main(["export", str(run), "--format", "merged", "--output-dir", str(tmp_path / "out")]) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("sdpo-kit export: ") and words in err and "\n" not in err, (name, err)
+    for args, words in ((["--format", "onnx"], "unknown format"), (["--dtype", "int3"], "unknown dtype"),
+                        (["--format", "gguf", "--quant", "q2_k"], "quantisation")):
+        assert cli.main(["export", str(runs / "full"), "--output-dir", str(tmp_path / "out"), *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("sdpo-kit export: ") and words in err and "\n" not in err, (args, err)
+    assert not (tmp_path / "out").exists()

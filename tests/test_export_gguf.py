@@ -1,7 +1,9 @@
 """GGUF export through llama.cpp's own converter (sdpo_kit/deploy/gguf.py): the file loads back with
-transformers' GGUF loader with the same vocabulary id for id, the same greedy answers and logits
-within a stated tolerance per quantisation. Needs the converter (fetched by `make test-export`, which
-.ci/run runs); without it these tests skip and say so."""
+transformers' GGUF loader with the same vocabulary id for id, the tokenizer metadata the run's
+tokenizer stands for (a wrong one is caught), the same greedy answers through the file's own
+tokenizer and logits within a stated tolerance per quantisation. Needs the converter (fetched by
+`make test-export`, which .ci/run runs); without it these tests skip and say so. The real model's
+GGUF export (sentencepiece, gpt2 / smollm) is tests/real/test_real_export.py's."""
 
 from __future__ import annotations
 
@@ -10,7 +12,15 @@ from test_export import PROMPTS, leftovers, runs  # noqa: F401  (runs: the modul
 
 from sdpo_kit import cli
 from sdpo_kit.deploy.export import ExportError, export
-from sdpo_kit.deploy.gguf import ConverterUnavailable, converter_dir, gguf_round_trip, gguf_vocabulary
+from sdpo_kit.deploy.gguf import (
+    ConverterUnavailable,
+    compare_tokenizer_metadata,
+    converter_dir,
+    gguf_round_trip,
+    gguf_vocabulary,
+    missing_converter_packages,
+    tokenizer_model_kind,
+)
 
 try:
     converter_dir(fetch=False)
@@ -31,6 +41,9 @@ def test_gguf_round_trip(runs, tmp_path, quant):  # noqa: F811
         assert file.name == f"model-{quant}.gguf"
         rt = gguf_round_trip(runs / run, file, PROMPTS)
         assert rt["vocab_equal"] and rt["greedy_equal"] and rt["max_logit_diff"] < TOLERANCE[quant], (run, quant, rt)
+        # transformers cannot read a vocabulary without merges: the file's own tokens are read instead
+        assert rt["tokenizer_equal"] and rt["tokenizer_reader"] == "rebuilt" and rt["prompt_ids_equal"], rt
+        assert rt["tokenizer_metadata"]["tokenizer.ggml.model"]["file"] == "gpt2"
     assert not leftovers(tmp_path)
 
 
@@ -54,3 +67,61 @@ def test_no_converter_and_bad_quantisation_are_clear_errors(runs, tmp_path, monk
         export(runs / "full", "gguf", tmp_path / "g", quant="q2_k")
     assert not (tmp_path / "g").exists() and not leftovers(tmp_path)
     assert cli.main(["export", str(runs / "full"), "--format", "gguf", "--quant", "q4"]) == 2
+
+
+@needs_converter
+def test_a_wrong_tokenizer_in_the_file_is_caught(runs, tmp_path):  # noqa: F811
+    """The round trip reads the file's tokenizer metadata back: an eos id changed in the file (in place,
+    as gguf's gguf_set_metadata does) is reported, by name, and the round trip does not pass."""
+    pytest.importorskip("gguf")
+    from gguf import GGUFReader
+
+    file = next(export(runs / "full", "gguf", tmp_path / "g", quant="f32").glob("*.gguf"))
+    assert gguf_round_trip(runs / "full", file, PROMPTS)["tokenizer_equal"]
+    field = GGUFReader(str(file), "r+").fields["tokenizer.ggml.eos_token_id"]
+    field.parts[field.data[0]][0] = 1   # the tiny lab's unk
+    rt = gguf_round_trip(runs / "full", file, PROMPTS)
+    assert not rt["tokenizer_equal"] and rt["tokenizer_mismatch"] == ["tokenizer.ggml.eos_token_id"], rt
+    assert rt["tokenizer_metadata"]["tokenizer.ggml.eos_token_id"] == {"file": 1, "expected": 3}
+
+
+def test_tokenizer_metadata_is_compared_key_by_key():
+    """Each key with an expectation must agree; None expects nothing (a pre-tokenizer with no source GGUF)."""
+    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.pre": "default", "tokenizer.ggml.bos_token_id": 1,
+            "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.padding_token_id": 2}
+    want = {**meta, "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": None}
+    got = compare_tokenizer_metadata(meta, want)
+    assert not got["tokenizer_equal"] and got["tokenizer_mismatch"] == ["tokenizer.ggml.model"]
+    assert compare_tokenizer_metadata({**meta, "tokenizer.ggml.model": "gpt2"}, want)["tokenizer_equal"]
+    assert not compare_tokenizer_metadata({**meta, "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.eos_token_id": 1},
+                                          want)["tokenizer_equal"]
+
+
+def byte_level_bpe(folder, byte_fallback=False):
+    """A two-merge byte-level BPE tokenizer.json in ``folder`` (the kind SmolLM2 and Qwen2 have)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE(vocab={"a": 0, "b": 1, "ab": 2}, merges=[("a", "b")], byte_fallback=byte_fallback))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def test_what_the_converter_needs_is_named_from_the_tokenizer(runs, tmp_path, monkeypatch):  # noqa: F811
+    """sentencepiece (CONVERTER_PACKAGES) is needed for every model but the tiny lab's vocabulary:
+    missing_converter_packages names a missing one from the tokenizer alone (export asks it before a
+    model loads; tests/real/test_real_export.py checks the message on the real model)."""
+    import json
+
+    from sdpo_kit.deploy import gguf
+
+    assert missing_converter_packages(runs / "full" / "model") == []
+    bpe = byte_level_bpe(tmp_path / "bpe")
+    monkeypatch.setattr(gguf, "CONVERTER_PACKAGES", ("json", "no_such_package_here"))
+    assert missing_converter_packages(bpe) == ["no_such_package_here"]
+    assert missing_converter_packages(runs / "full" / "model") == []
+    assert tokenizer_model_kind(json.loads((bpe / "tokenizer.json").read_text())) == "gpt2"
+    spm_like = byte_level_bpe(tmp_path / "spm", byte_fallback=True)
+    assert tokenizer_model_kind(json.loads((spm_like / "tokenizer.json").read_text())) == "llama"

@@ -12,7 +12,12 @@
     merged_4bit  the merged model quantised to 4 bits with bitsandbytes; needs a CUDA GPU and
                  bitsandbytes (a clear error otherwise)
     gguf         ``model-<quant>.gguf`` for llama.cpp, made by llama.cpp's own converter from the
-                 merged fp32 model (``deploy.gguf``; ``quant`` f32, f16 or q8_0)
+                 merged fp32 model (``deploy.gguf``; ``quant`` f32, f16 or q8_0); every model but the
+                 tiny lab needs ``sentencepiece`` there (a clear error otherwise)
+
+The run's ``config.yaml`` is read only for what the export uses (``run_model.run_source``), and
+bad input (no run, no config, no model, an unknown format, ...) is an ``ExportError`` with one line
+that says why; ``sdpo-kit export`` prints it and exits with status 2.
 
 Every export is written to a temporary folder next to the destination and moved into place only
 when complete: a failure leaves nothing half-written. ``round_trip`` loads an export back and
@@ -34,6 +39,7 @@ from sdpo_kit.deploy.run_model import (  # noqa: F401 (ExportError, compare_mode
     is_adapter,
     load_run_model,
     run_model_dir,
+    run_source,
 )
 
 FORMATS = ("lora", "merged", "merged_4bit", "gguf")
@@ -65,11 +71,17 @@ def export(run_dir, fmt: str = "lora", output_dir=None, *, dtype: str = "fp16", 
     dest = Path(output_dir) if output_dir else Path(run_dir) / f"export-{fmt}"
     if fmt == "lora" and not is_adapter(model_dir):
         raise ExportError(f"{run_dir} trained the full model, not a LoRA adapter: export --format merged instead")
+    if fmt != "lora":
+        run_source(run_dir)   # the config keys the export uses, checked before anything loads
     if fmt == "merged_4bit":
         _check_4bit()
     if fmt == "gguf":
-        from sdpo_kit.deploy.gguf import ConverterUnavailable, converter_dir
+        from sdpo_kit.deploy.gguf import ConverterUnavailable, converter_dir, missing_converter_packages
 
+        missing = missing_converter_packages(model_dir)
+        if missing:
+            raise ExportError(f"GGUF export of this model needs {', '.join(missing)}, which llama.cpp's converter "
+                              f"imports (pip install {' '.join(missing)}; sdpo_kit's dev extra has it)")
         try:
             converter_dir()
         except ConverterUnavailable as e:
@@ -84,12 +96,17 @@ def export(run_dir, fmt: str = "lora", output_dir=None, *, dtype: str = "fp16", 
         else:
             model, tok = load_run_model(run_dir)
             if fmt == "gguf":
-                from sdpo_kit.deploy.gguf import convert
+                from sdpo_kit.deploy.gguf import ConverterUnavailable, convert
 
                 hf = tmp / "_hf"
                 model.to(torch.float32).save_pretrained(hf, safe_serialization=True)
                 tok.save_pretrained(hf)
-                convert(hf, tmp / f"model-{quant}.gguf", quant)
+                try:
+                    convert(hf, tmp / f"model-{quant}.gguf", quant)
+                except ConverterUnavailable as e:   # a module the converter imports is missing
+                    raise ExportError(str(e)) from e
+                except RuntimeError as e:   # the converter's own refusal: its last line (the log is e's cause)
+                    raise ExportError(f"llama.cpp's converter failed on this model: {str(e).splitlines()[-1]}") from e
                 shutil.rmtree(hf)
                 return _publish(tmp, dest, overwrite)
             if fmt == "merged":

@@ -7,7 +7,9 @@ user may have installed) is the one imported. The converter's stock vocabulary c
 sentencepiece and known BPE pre-tokenizers; the tiny lab's character-level ``WordLevel``
 tokenizer is neither, so for it the vocabulary is written explicitly: tokenizer model "gpt2"
 with no merges (every character its own token), each character through GPT-2's byte-to-unicode
-map, special tokens as CONTROL. Other models take the converter's own path unchanged.
+map, special tokens as CONTROL. Other models take the converter's own path unchanged (for Llama and
+Qwen2 models it imports ``sentencepiece`` first, whatever the tokenizer: ``deploy.gguf``). A module
+the converter cannot import ends the script with one line on stderr and status ``MISSING_MODULE``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+MISSING_MODULE = 3   # the exit status when the converter could not import a module it needs
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -29,14 +33,16 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs)))
 
 
-def is_char_vocab(model_dir: Path) -> bool:
-    """The tiny lab's tokenizer: a WordLevel model that splits every character."""
-    path = Path(model_dir) / "tokenizer.json"
-    if not path.exists():
-        return False
-    spec = json.loads(path.read_text())
+def is_char_spec(spec: dict) -> bool:
+    """A ``tokenizer.json`` (as a dict) of the tiny lab's kind: a WordLevel model that splits every character."""
     pre = spec.get("pre_tokenizer") or {}
     return spec.get("model", {}).get("type") == "WordLevel" and pre.get("pattern", {}).get("Regex") == "[\\s\\S]"
+
+
+def is_char_vocab(model_dir: Path) -> bool:
+    """The tiny lab's tokenizer in ``model_dir`` (``is_char_spec`` of its tokenizer.json)."""
+    path = Path(model_dir) / "tokenizer.json"
+    return path.exists() and is_char_spec(json.loads(path.read_text()))
 
 
 def main(converter: str, model_dir: str, out_file: str, quant: str) -> None:
@@ -83,4 +89,9 @@ def main(converter: str, model_dir: str, out_file: str, quant: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    try:
+        main(*sys.argv[1:5])
+    except ModuleNotFoundError as e:   # one line for deploy.gguf.convert to pass on (MISSING_MODULE)
+        print(f"llama.cpp's converter imports the module {e.name!r} for this model and it is not installed: "
+              f"pip install {e.name.split('.')[0]}", file=sys.stderr)
+        sys.exit(MISSING_MODULE)
