@@ -135,3 +135,12 @@ def test_the_format_reward_pays_a_readable_answer_right_or_wrong():
     """``answer_format_reward("hashes")`` pays "#### N" whatever N is, and nothing without the mark."""
     fmt = answer_format_reward("hashes")
     assert fmt(prompts=["q"] * 4, completions=["#### 7", "#### 8", "7", "####"]) == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_feedback_never_says_right_to_what_the_reward_calls_wrong():
+    """The strict rule calls "0154" wrong; the checker's styles read it as 154: the feedback must not
+    then stay silent (an empty feedback reads as "right"), for either style."""
+    for style in ("direction", "digits"):
+        assert not is_correct("0154", "154", "first_line")
+        assert arithmetic_feedback("0154", "154", "first_line", style) == "Your answer '0154' is not written as the plain number."
+        assert arithmetic_feedback("154", "154", "first_line", style) == ""

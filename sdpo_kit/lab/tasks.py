@@ -75,7 +75,9 @@ def arithmetic_feedback(completion, answer, rule=False, style: str = "direction"
     rule = as_rule(rule)
     if is_correct(completion, answer, rule):
         return ""
-    return FEEDBACK_STYLES[style](extract_answer(completion, rule), str(answer), rule)
+    got = extract_answer(completion, rule)
+    # the styles compare numbers ("0154" is 154); the rule compares as written: a wrong answer is never told it is right
+    return FEEDBACK_STYLES[style](got, str(answer), rule) or f"Your answer {got!r} is not written as the plain number."
 
 
 @runtime_checkable
