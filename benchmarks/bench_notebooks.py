@@ -1,6 +1,6 @@
 """Wall time of every notebook, in smoke mode (as CI runs them) or full size, and their results.
 
-    python benchmarks/bench_notebooks.py [--full] [--cold] [notebooks/NN_*.ipynb ...]
+    python benchmarks/bench_notebooks.py [--full] [--cold] [--model NAME] [notebooks/NN_*.ipynb ...]
 
 Executes each notebook with nbclient in a fresh kernel (``MPLBACKEND=Agg``, the exercises on
 their reference answers, ``SDPO_KIT_SOLUTIONS=1``), with ``SDPO_KIT_SMOKE=1`` unless ``--full``.
@@ -11,6 +11,8 @@ read back after the run. Writes ``benchmarks/results/notebooks_smoke.json`` or
 ``--cold`` runs each notebook from an empty cache of its own (``SDPO_KIT_CACHE`` in a fresh temporary
 folder, removed after), as a fresh clone's CI meets it: the warm starts are built, not loaded. It
 writes ``notebooks_smoke_cold.json`` (or ``notebooks_full_cold.json``) and leaves the warm files alone.
+``--model NAME`` runs the notebooks on that model's profile (``SDPO_KIT_MODEL``; ``smollm2-135m`` is the
+real CPU model, what ``make test-real`` runs) and adds ``_real`` to the results name for it.
 The brief's budget for smoke mode: 15 minutes on 2 CPU cores.
 """
 
@@ -48,6 +50,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="full size (no SDPO_KIT_SMOKE)")
     ap.add_argument("--cold", action="store_true", help="each notebook from an empty warm-start cache of its own")
+    ap.add_argument("--model", default=None, help="SDPO_KIT_MODEL for every notebook (default: each one's own)")
     ap.add_argument("paths", nargs="*", help="notebooks to run (default: all)")
     args = ap.parse_args()
     paths = [Path(p).resolve() for p in args.paths] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -56,7 +59,10 @@ def main():
         os.environ.pop("SDPO_KIT_SMOKE", None)
     else:
         os.environ["SDPO_KIT_SMOKE"] = "1"
-    name = ("notebooks_full" if args.full else "notebooks_smoke") + ("_cold" if args.cold else "")
+    if args.model:
+        os.environ["SDPO_KIT_MODEL"] = args.model
+    name = (("notebooks_full" if args.full else "notebooks_smoke") + ("_cold" if args.cold else "")
+            + ("_real" if args.model == "smollm2-135m" else f"_{args.model.replace('/', '_')}" if args.model else ""))
     previous = {}
     if (RESULTS / f"{name}.json").exists():  # a partial run keeps the other notebooks' entries
         previous = {r["notebook"]: r for r in json.loads((RESULTS / f"{name}.json").read_text())["runs"]}
@@ -76,7 +82,7 @@ def main():
     total = sum(r["wall_s"] for r in runs)
     print(f"\nmachine: {machine()}\n")
     print(table(["notebook", "wall s"], [[r["notebook"], r["wall_s"]] for r in runs] + [["total", total]]))
-    write_results(name, config={"smoke": not args.full, "cold": args.cold,
+    write_results(name, config={"smoke": not args.full, "cold": args.cold, "model": args.model,
                                 "env": {"MPLBACKEND": "Agg", "SDPO_KIT_SOLUTIONS": "1"}},
                   runs=runs, summary={"total_s": round(total, 1)})
 

