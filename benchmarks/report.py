@@ -40,6 +40,7 @@ from pathlib import Path
 from report_code import code_lab, code_reward
 from report_format import discovery_table, fmt, md_table, provenance
 from report_pins import install_pip, pins_fields
+from report_real import real_fields, real_learn, real_speed, real_speed_fields, real_tasks, real_tasks_fields
 from report_sdpo_lab import (
     sdpo_lab,
     sdpo_lab_ablations,
@@ -261,6 +262,10 @@ BLOCKS = {
     "code-reward": ("code_reward", code_reward),
     "code-lab": ("code_lab", code_lab),
     "fresh-clone": ("fresh_clone", fresh_clone),
+    "real-tasks": ("real_tasks", real_tasks),
+    "real-speed": ("real_speed", real_speed),
+    "real-learn": ("real_learn", real_learn),
+    "notebooks-smoke-real": ("notebooks_smoke_real", notebooks),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
 MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "sdpo_lab_signal": "bench_sdpo_lab_signal.py", "sdpo_lab_signal_1000": "bench_sdpo_lab_signal.py --dial max --steps 1000 --out sdpo_lab_signal_1000.json", "sdpo_lab_discovery": "bench_sdpo_lab.py --no-runs --discovery --out sdpo_lab_discovery.json", "sdpo_lab_ablations": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_loss_third sdpo_sequence sdpo_topk sdpo_full_logits sdpo_paper sdpo_frozen sdpo_live sdpo_feedback_only_without_solution --lr sdpo=1e-05 sdpo_loss_third=1e-05 sdpo_sequence=1e-05 sdpo_topk=1e-05 sdpo_full_logits=1e-05 sdpo_paper=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 sdpo_feedback_only_without_solution=1e-05 --out sdpo_lab_ablations.json --jobs 2", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
@@ -273,7 +278,9 @@ MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdp
           "demo_top_k50": "bench_demo.py --set trainer.top_k=50 --name demo_top_k50",
           "code_reward": "bench_code_reward.py", "sdpo_lab_headroom": "bench_sdpo_lab_headroom.py --jobs 2",
           "sdpo_lab_room": "bench_sdpo_lab_room.py --jobs 2",
-          "sdpo_lab_transfer": "bench_sdpo_lab_transfer.py"}
+          "sdpo_lab_transfer": "bench_sdpo_lab_transfer.py",
+          "real_tasks": "bench_real.py tasks", "real_speed": "bench_real.py speed", "real_learn": "bench_real.py learn",
+          "notebooks_smoke_real": "bench_notebooks.py --model smollm2-135m"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -337,7 +344,8 @@ def notebook_fields(nb: str):
 
 # field file name -> (results file, function of the results -> {field: text})
 FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_fields),
-          "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields), "sdpo_lab_headroom": ("sdpo_lab_headroom", sdpo_lab_headroom_fields), "sdpo_lab_room": ("sdpo_lab_room", sdpo_lab_room_fields), "sdpo_lab_transfer": ("sdpo_lab_transfer", sdpo_lab_transfer_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
+          "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields), "sdpo_lab_headroom": ("sdpo_lab_headroom", sdpo_lab_headroom_fields), "sdpo_lab_room": ("sdpo_lab_room", sdpo_lab_room_fields), "sdpo_lab_transfer": ("sdpo_lab_transfer", sdpo_lab_transfer_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), "real_learn": ("real_learn", real_fields),
+          "real_tasks": ("real_tasks", real_tasks_fields), "real_speed": ("real_speed", real_speed_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 
 # fields and blocks from the repository's own files, not from a results file

@@ -1,0 +1,76 @@
+"""The real CPU model's blocks and fields (``bench_real.py``'s results files), for ``report.py``.
+
+    real-tasks   held-out accuracy of each word_problems level: greedy, sampled, groups with a signal
+    real-speed   s/step, trained tokens per second and peak memory of every algorithm and backend,
+                 against the limit the machine's matmul speed sets
+    real-learn   GRPO's held-out accuracy before and after, per seed, against two standard errors
+"""
+
+from __future__ import annotations
+
+from report_format import fmt, md_table, provenance
+
+
+def real_tasks(res: dict) -> str:
+    rows = []
+    for r in res["runs"]:
+        if "greedy" not in r:
+            rows.append([r["setting"], "-", "-", "-", "too few problems for the held-out set"])
+            continue
+        kw = ", ".join(f"{k}={v}" for k, v in r["kw"].items()) or "the task's defaults"
+        rows.append([r["setting"], r["greedy"], r["sampled"], r["mixed_group_frac"], f"{kw}: {r['example']}"])
+    c = res["config"]
+    return "\n".join([
+        md_table(["setting", "greedy", f"sampled (T={c.get('temperature', 0.7)})", "questions with a mixed group",
+                  "settings and a held-out question"], rows), "",
+        f"{c['n']} held-out questions each, {c['budget']} new tokens, answers read by the `auto` rule; a mixed group: "
+        f"of {c['samples']} samples some right and some wrong (what gives GRPO a signal).", "", provenance(res)])
+
+
+def real_speed(res: dict) -> str:
+    s = res["summary"]
+    rows = [[r["algorithm"], r["backend"], r["median_s"], f"{r['trained_tokens_per_s']:.0f}", f"{r['peak_rss_mb']:.0f}",
+             f"{r['sequences']} x ({r['prompt_tokens']:.0f} + {r['completion_tokens']:.0f}) x {r['passes']}"]
+            for r in res["runs"]]
+    p = s["training_pass"]
+    return "\n".join([
+        md_table(["algorithm", "backend", "s/step", "trained tokens/s", "peak MB", "tokens a step (seq x (prompt + "
+                                                                               "completion) x passes)"], rows), "",
+        f"On {res['config']['threads']} threads a 1024 x 1024 fp32 matmul runs at {s['matmul_gflops']:.0f} GFLOP/s, "
+        f"which caps training at about {s['limit_tokens_per_s']['lora']:.0f} tokens/s with LoRA (4 x "
+        f"{p['params'] / 1e6:.0f}M FLOPs a token; {s['limit_tokens_per_s']['full']:.0f} in full, 6 x). The training "
+        f"pass alone (forward, backward, AdamW on {p['batch']} x {p['length']} tokens) runs at "
+        f"{p['tokens_per_s']:.0f} tokens/s: **{s['training_pass_over_limit']:.2f}** of that limit. A step's trained "
+        f"tokens per second count its sampling too, which generates one token at a time.", "", provenance(res)])
+
+
+def real_learn(res: dict) -> str:
+    s = res["summary"]
+    rows = [[r["seed"], r["before"], r["after"], f"{r['lift']:+.3f}", f"{r['wall_s'] / 60:.1f}"] for r in res["runs"]]
+    return "\n".join([
+        md_table(["seed", "before", "after", "lift", "wall min"], rows), "",
+        f"Median lift **{s['median_lift']:+.3f}** ({s['median_before']:.3f} -> {s['median_after']:.3f}); two standard "
+        f"errors of the {s['n_eval']}-question evaluation are {2 * s['eval_se']:.3f}, passed by {s['lifts_over_2se']} of "
+        f"{len(res['runs'])} seeds. `{res['config']['config']}`, {res['config']['threads']} threads, median "
+        f"{s['median_wall_min']:.1f} min a run.", "", provenance(res)])
+
+
+def real_fields(res: dict) -> dict:
+    """``real_learn``'s numbers for prose."""
+    s = res["summary"]
+    return {"median_lift": f"{s['median_lift']:+.3f}", "before": fmt(s["median_before"]),
+            "after": fmt(s["median_after"]), "two_se": fmt(2 * s["eval_se"]),
+            "past": f"{s['lifts_over_2se']} of {len(res['runs'])}", "wall_min": f"{s['median_wall_min']:.0f}"}
+
+
+def real_tasks_fields(res: dict) -> dict:
+    default = next(r for r in res["runs"] if r["setting"] == "default")
+    return {"default_greedy": fmt(default["greedy"]), "default_sampled": fmt(default["sampled"]),
+            "default_mixed": fmt(default["mixed_group_frac"])}
+
+
+def real_speed_fields(res: dict) -> dict:
+    s = res["summary"]
+    grpo = next(r for r in res["runs"] if (r["algorithm"], r["backend"]) == ("grpo", "scratch"))
+    return {"pass_over_limit": fmt(s["training_pass_over_limit"], 2), "limit": f"{s['limit_tokens_per_s']['lora']:.0f}",
+            "pass_tokens": f"{s['training_pass']['tokens_per_s']:.0f}", "grpo_s": f"{grpo['median_s']:.1f}"}
