@@ -2,7 +2,7 @@
 
     python benchmarks/bench_real.py tasks [--n 100]                    -> results/real_tasks.json
     python benchmarks/bench_real.py speed [--steps 4] [--threads 2]    -> results/real_speed.json
-    python benchmarks/bench_real.py learn [--seeds 0 1 2] [--threads 2] [--set KEY=VALUE ...]
+    python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...]
                                                                        -> results/real_learn.json
 
 ``tasks``: held-out accuracy of every difficulty level of ``word_problems`` (``lab/word_problems.py``
@@ -185,7 +185,8 @@ def main():
     ap.add_argument("--samples", type=int, default=4, help="tasks: samples per problem at the configs' temperature")
     ap.add_argument("--steps", type=int, default=4, help="speed: steps per run (the first is dropped)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    # seed 0 ran the probe that picked configs/real_grpo.yaml's learning rate: the reported seeds are others
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="learn: config overrides")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
