@@ -238,7 +238,7 @@ ABLATIONS = {"sdpo": "TRL's defaults: token-level (`sampled_token`), alpha 1, EM
              "sdpo_sequence": "sequence-level credit (one weight per completion)",
              "sdpo_topk": "logit-level: top-100 logits with a tail bucket",
              "sdpo_full_logits": "logit-level: full logits",
-             "sdpo_paper": "the lasgroup recipe (`configs/sdpo_paper.yaml`)",
+             "sdpo_paper": "the paper authors' repository's recipe (lasgroup/SDPO; `configs/sdpo_paper.yaml`)",
              "sdpo_frozen": "frozen teacher (the warm start)",
              "sdpo_live": "live teacher (the student itself)",
              "sdpo_feedback_only_without_solution": "feedback, only where no sibling succeeded"}
