@@ -42,10 +42,12 @@ from report_format import discovery_table, fmt, md_table, provenance
 from report_pins import install_pip, pins_fields
 from report_real import real_fields, real_learn, real_speed, real_speed_fields, real_tasks, real_tasks_fields
 from report_sdpo_lab import (
+    discovery_fields,
     sdpo_lab,
     sdpo_lab_ablations,
     sdpo_lab_ablations_fields,
     sdpo_lab_discovery,
+    sdpo_lab_discovery_fields,
     sdpo_lab_fields,
     sdpo_lab_signal,
     sdpo_lab_stability,
@@ -314,6 +316,8 @@ def sdpo_fields(res: dict) -> dict:
         "base_below_grpo": _seeds_where(res, "sdpo_base_teacher",
                                         lambda r, s: r["acc_after"] < s["grpo"]["acc_after"]),
         "feedback_below_start": _seeds_where(res, "sdpo_feedback", lambda r, s: r["acc_after"] < r["acc_before"]),
+        # the discovery curves of part 5 (``disc_best_of_k``, ``disc_multi_turn_ci``, ``disc_rows``, ...)
+        **{f"disc_{k}": v for k, v in discovery_fields(res["summary"]["discovery"]).items()},
     }
 
 
@@ -344,8 +348,14 @@ def notebook_fields(nb: str):
 
 # field file name -> (results file, function of the results -> {field: text})
 FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_fields),
-          "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields), "sdpo_lab_headroom": ("sdpo_lab_headroom", sdpo_lab_headroom_fields), "sdpo_lab_room": ("sdpo_lab_room", sdpo_lab_room_fields), "sdpo_lab_transfer": ("sdpo_lab_transfer", sdpo_lab_transfer_fields), "ppo": ("ppo", ppo_fields), "export": ("export", export_fields), "real_learn": ("real_learn", real_fields),
-          "real_tasks": ("real_tasks", real_tasks_fields), "real_speed": ("real_speed", real_speed_fields), **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
+          "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields),
+          "sdpo_lab_headroom": ("sdpo_lab_headroom", sdpo_lab_headroom_fields),
+          "sdpo_lab_room": ("sdpo_lab_room", sdpo_lab_room_fields),
+          "sdpo_lab_transfer": ("sdpo_lab_transfer", sdpo_lab_transfer_fields),
+          "sdpo_lab_discovery": ("sdpo_lab_discovery", sdpo_lab_discovery_fields), "ppo": ("ppo", ppo_fields),
+          "export": ("export", export_fields), "real_learn": ("real_learn", real_fields),
+          "real_tasks": ("real_tasks", real_tasks_fields), "real_speed": ("real_speed", real_speed_fields),
+          **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 
 # fields and blocks from the repository's own files, not from a results file

@@ -41,6 +41,23 @@ def discovery_table(d: dict | None) -> str:
                       md_table(["method", *[f"k={k}" for k in d["budgets"]]], rows)])
 
 
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95% for z = 1.96): the interval that a rate measured on n
+    questions supports, honest near 0 and 1 where the normal interval is not (Wilson 1927)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def rate_ci(rate: float, n: int) -> str:
+    """A rate measured on n questions with its 95% Wilson interval: "[0.26, 0.69]"."""
+    lo, hi = wilson(round(rate * n), n)
+    return f"[{lo:.2f}, {hi:.2f}]"
+
+
 def lr_tag(lr: float) -> str:
     """A learning rate as a field-name part: 3e-05 -> 3em5, 0.0001 -> 1em4."""
     return f"{lr:.0e}".replace("e-0", "em").replace("e-", "em").replace("e+0", "e")

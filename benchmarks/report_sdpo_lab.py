@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import statistics
 
-from report_format import discovery_table, fmt, lr_tag, md_table, provenance
+from report_format import discovery_table, fmt, lr_tag, md_table, provenance, rate_ci
 
 
 def steps_to(acc_by_step: list, target: float) -> int | None:
@@ -233,12 +233,39 @@ def sdpo_lab_discovery(res: dict) -> str:
     return "\n".join(parts + [provenance(res)])
 
 
+def discovery_fields(d: dict) -> dict:
+    """One discovery table's numbers for prose: ``rows``, ``k_max``, ``batch``, each method's rate at the largest
+    budget (``best_of_k``, ``multi_turn``, ``test_time_sdpo``) with its 95% Wilson interval over the questions
+    (``<method>_ci``) and its rate after the first batch (``<method>_first_batch``), ``one_question`` (the step one
+    question makes), and ``tts_reaches`` (the fewest attempts at which test-time SDPO reaches best-of-k's rate at
+    the largest budget, "never" within it)."""
+    n, k_max = d["rows"], d["budgets"][-1]
+    out = {"rows": str(n), "k_max": str(k_max), "batch": str(d["batch_size"]), "one_question": fmt(1 / max(1, n))}
+    for m, v in d["methods"].items():
+        out[m], out[f"{m}_ci"] = fmt(v["discovery"][-1]), rate_ci(v["discovery"][-1], n)
+        at_batch = [r for k, r in zip(d["budgets"], v["discovery"]) if k <= d["batch_size"]]
+        out[f"{m}_first_batch"] = fmt(at_batch[-1]) if at_batch else "n/a"
+    k = attempts_to(d, "test_time_sdpo", d["methods"]["best_of_k"]["discovery"][-1])
+    out["tts_reaches"] = "never" if k is None else str(k)
+    return out
+
+
+def sdpo_lab_discovery_fields(res: dict) -> dict:
+    """``<!--f:sdpo_lab_discovery.KEY_top-->`` and ``_bottom``: ``discovery_fields`` of the highest and the lowest
+    dial setting measured (``best_of_k_top``, ``multi_turn_ci_bottom``, ``rows_top``, ...)."""
+    found = sorted((res["summary"].get("discovery") or {}).items(), key=lambda kv: int(kv[0]))
+    out = {}
+    for end, (_, d) in (("bottom", found[0]), ("top", found[-1])) if found else ():
+        out.update({f"{k}_{end}": v for k, v in discovery_fields(d).items()})
+    return out
+
+
 ABLATIONS = {"sdpo": "TRL's defaults: token-level (`sampled_token`), alpha 1, EMA teacher",
              "sdpo_loss_third": "the loss times 1/3, same learning rate",
              "sdpo_sequence": "sequence-level credit (one weight per completion)",
              "sdpo_topk": "logit-level: top-100 logits with a tail bucket",
              "sdpo_full_logits": "logit-level: full logits",
-             "sdpo_paper": "the lasgroup recipe (`configs/sdpo_paper.yaml`)",
+             "sdpo_paper": "the paper authors' repository's recipe (lasgroup/SDPO; `configs/sdpo_paper.yaml`)",
              "sdpo_frozen": "frozen teacher (the warm start)",
              "sdpo_live": "live teacher (the student itself)",
              "sdpo_feedback_only_without_solution": "feedback, only where no sibling succeeded"}

@@ -212,3 +212,28 @@ def test_feedback_reward_uses_the_tasks_checker(task):
     assert [o["score"] for o in out] == [1.0, 0.0, 0.0]
     assert out[0]["feedback"] == "" and out[2]["feedback"] == EMPTY_FEEDBACK
     assert "Wrong Answer" in out[1]["feedback"] and "3*x+2" not in out[1]["feedback"]
+
+
+def test_the_teacher_prompt_of_a_near_miss(task):
+    """The example of docs/concepts/sdpo.md ("Rich feedback from code"): on a held-out function a near
+    miss fails with the tests' feedback (never the answer, nor an equal expression), a syntax error is named,
+    an expression equal to f passes with no feedback, and the teacher prompt SDPO builds with
+    configs/sdpo_code_lab.yaml's templates is the question followed by that feedback."""
+    import random
+
+    from sdpo_kit.rewards import make_reward
+    from sdpo_kit.sdpo.reprompt import reprompt
+
+    row = task.splits()[1][0]
+    answer = row["answer"]
+    near = task.near_miss(answer, random.Random(0))
+    a, b = (int(v) for v in answer.replace("x+", "").split("*"))
+    same_f = f"{b}+x*{a}"                                            # right, written differently
+    (fn,) = make_reward("feedback", task=task)
+    scored = fn(None, [near, same_f, "x*("], answer=[answer] * 3)
+    assert [s["score"] for s in scored] == [0.0, 1.0, 0.0] and scored[1]["feedback"] == ""
+    assert "SyntaxError" in scored[2]["feedback"]
+    assert answer not in scored[0]["feedback"] and same_f not in scored[0]["feedback"]
+    templates = dict(reprompt_template="{prompt}{solution}{feedback}", feedback_template="\nFeedback: {feedback_raw}")
+    text = reprompt(row["prompt"], None, scored[0]["feedback"], **templates)[-1]["content"]
+    assert text.startswith(row["prompt"][-1]["content"]) and scored[0]["feedback"] in text

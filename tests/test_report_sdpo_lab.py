@@ -218,3 +218,26 @@ def test_transfer_block_sets_each_learning_rates_curve_beside_the_reprompt_rate(
     f = lab.sdpo_lab_transfer_fields({**transfer_results(), "runs": runs})
     assert f["top_plain"] == "0.090" and f["top_after"] == "0.800" and f["after_without_top"] == "0.020"
     assert f["chain_later_without_top"] == "0.015" and f["chain_found"] == "2"   # (0 + 0.03) / 2; rows 2 and 3
+
+
+def test_wilson_intervals_are_the_textbook_ones():
+    """95% Wilson score intervals, against the values every table of them gives (0 of 10: [0, 0.2775];
+    5 of 10: [0.2366, 0.7634]; 10 of 10: [0.7225, 1]), within 1e-4; n = 0 says nothing: [0, 1]."""
+    from report_format import rate_ci, wilson
+
+    for (k, n), (lo, hi) in (((0, 10), (0.0, 0.2775)), ((5, 10), (0.2366, 0.7634)), ((10, 10), (0.7225, 1.0))):
+        got = wilson(k, n)
+        assert abs(got[0] - lo) < 1e-4 and abs(got[1] - hi) < 1e-4, (k, n, got)
+    assert wilson(0, 0) == (0.0, 1.0) and rate_ci(0.5, 10) == "[0.24, 0.76]"
+
+
+def test_discovery_fields_name_each_method_at_the_largest_budget_with_its_interval():
+    """Each end's rate at k = K with its Wilson interval over the questions, after the first batch, the step one
+    question makes, and where test-time SDPO first reaches best-of-k's final rate."""
+    res = {**results(), "summary": {"discovery": {"9": discovery([0.1, 0.2, 0.3, 0.5], [0.2, 0.5, 0.6, 0.7]),
+                                                  "0": discovery([0.1, 0.2, 0.3, 0.5], [0.0] * 4)}}}
+    f = lab.sdpo_lab_discovery_fields(res)
+    assert (f["best_of_k_top"], f["test_time_sdpo_top"], f["multi_turn_bottom"]) == ("0.500", "0.700", "0.100")
+    assert f["best_of_k_ci_top"] == "[0.24, 0.76]" and f["rows_top"] == "10" and f["k_max_top"] == "64"
+    assert f["test_time_sdpo_first_batch_top"] == "0.200" and f["one_question_top"] == "0.100"
+    assert (f["tts_reaches_top"], f["tts_reaches_bottom"]) == ("16", "never")

@@ -171,3 +171,34 @@ def test_shipped_configs_run(name, tmp_path):
                      "--set", "trainer.prompts_per_step=2"]) == 0
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert all(SDPO_KEYS <= set(r) for r in rows if "loss" in r)
+
+
+def test_without_feedback_a_step_with_no_success_has_no_teacher(tok):
+    """Successful siblings only (the feedback reward, include_environment_feedback off): a row has a teacher
+    only where another row of its group succeeded, so every step whose batch has no success has coverage 0
+    and distils nothing; and some step of this run does have a teacher (notebook 05 states this of its runs)."""
+    loop = make_loop(tok, max_steps=8, prompts_per_step=1, num_generations=3, include_environment_feedback=False)
+    rows = [r for r in loop.train() if r["step"] > 0]
+    assert all(r["sdpo/feedback_frac"] == 0 for r in rows)
+    assert any(r["sdpo/success_rate"] == 0 for r in rows) and any(r["sdpo/teacher_coverage"] > 0 for r in rows)
+    assert all(r["sdpo/teacher_coverage"] == 0 and r["sdpo/distill_loss"] == 0 for r in rows if r["sdpo/success_rate"] == 0)
+
+
+def test_grpo_and_sdpo_from_one_start_and_seed_sample_the_same_first_batch(tok):
+    """Notebook 05 compares GRPO and SDPO from one warm start with one seed: both evaluate the same start
+    (step 0) and sample the same first batch (the same rewards), so they differ only from the first update on."""
+    from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+
+    task = ArithmeticTask(n_eval=16)
+    rows, heldout = task.splits()
+    kw = dict(max_steps=1, prompts_per_step=3, num_generations=4, max_completion_length=4, learning_rate=1e-3,
+              eval_every=1, seed=3)
+    eval_fn = lambda m: task.evaluate(m, tok, heldout)   # noqa: E731
+    grpo = GRPOLoop(build_model(tok, seed=0), tok, [feedback_reward()], rows, GRPOConfig(**kw), eval_fn=eval_fn).train()
+    sdpo = SDPOLoop(build_model(tok, seed=0), tok, [feedback_reward()], rows, SDPOLoopConfig(**kw),
+                    eval_fn=eval_fn).train()
+    first = [next(r for r in h if r.get("step") == 0 and "eval/accuracy" in r) for h in (grpo, sdpo)]
+    step1 = [next(r for r in h if r.get("step") == 1 and "loss" in r) for h in (grpo, sdpo)]
+    assert first[0]["eval/accuracy"] == pytest.approx(first[1]["eval/accuracy"], abs=1e-12)
+    for key in ("reward/mean", "reward/std"):
+        assert step1[0][key] == pytest.approx(step1[1][key], rel=1e-6, abs=1e-9), key

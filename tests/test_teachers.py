@@ -93,3 +93,47 @@ def test_bad_teacher_settings(tok):
         Teacher(build_model(tok, seed=0), "frozen")
     with pytest.raises(ValueError, match="teacher_update_rate"):
         Teacher(build_model(tok, seed=0), "ema", update_rate=1.5)
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["copy", "adapter"])
+def test_weights_follow_the_ema_rule_for_a_copy_and_an_adapter(tok, lora):
+    """``Teacher.weights()`` reads the teacher's own weights whichever way it holds them (a copy of a plain
+    model, or the EMA adapter of a LoRA policy), ``weights("student")`` the student's under the same names,
+    and one EMA update moves every one of them by the rule (fp32: rtol=1e-5, atol=1e-6). What notebook 05
+    checks on both the tiny lab and a LoRA model."""
+    student = build_model(tok, seed=0)
+    if lora:
+        student = add_peft_lora(student, lora_kwargs(4))
+    teacher = Teacher(student, "ema", update_rate=0.1)
+    before = teacher.weights()
+    assert before and before.keys() == teacher.weights("student").keys()
+    if lora:
+        assert teacher.model is None and all("lora_" in n for n in before)
+        assert all(not v.any() for v in before.values()), "the EMA adapter starts at zero: the base model"
+    nudge(student, 0.3)                                   # a pretend optimizer step (the trainable weights)
+    assert teacher.optimizer_step()
+    after, moved = teacher.weights(), teacher.weights("student")
+    for n in before:
+        torch.testing.assert_close(after[n], 0.9 * before[n] + 0.1 * moved[n], rtol=1e-5, atol=1e-6)
+    assert any(not torch.equal(after[n], before[n]) for n in before)
+    assert Teacher(student, "live").weights() == {}
+    with pytest.raises(ValueError, match="of must be"):
+        teacher.weights("reference")
+
+
+def test_a_second_ema_adapter_on_the_same_model_starts_afresh(tok):
+    """Two trainers on one LoRA model (a notebook runs several in turn), or one on a copy of a model that
+    already holds an EMA adapter: the new Teacher replaces the adapter with a fresh one (zero: the base
+    model) instead of failing on the name, and training stays on the student's adapter."""
+    import copy
+
+    student = add_peft_lora(build_model(tok, seed=0), lora_kwargs(4))
+    first = Teacher(student, "ema", update_rate=0.5)
+    nudge(student, 0.2)
+    first.optimizer_step()
+    assert any(v.any() for v in first.weights().values())
+    for model in (student, copy.deepcopy(student)):
+        second = Teacher(model, "ema", update_rate=0.5)
+        assert second.adapter == "teacher" and all(not v.any() for v in second.weights().values())
+        assert {n for n, p in model.named_parameters() if p.requires_grad} == \
+            {n for n, p in model.named_parameters() if ".default." in n}

@@ -234,3 +234,29 @@ def test_hard_rows_are_the_rows_under_the_threshold(lab):
         return [float(a in easy) for a in answer]
     assert tts.hard_rows(model, tok, task, rows, by_row, samples=4) == [r for r in rows if r["answer"] not in easy]
     assert tts.hard_rows(model, tok, task, rows, by_row, samples=4, below=0.0) == []
+
+
+def test_a_lora_copy_trains_its_adapters_and_a_quantized_base_is_refused(lab):
+    """A LoRA policy: the copy trains the adapters only (its base stays as the caller's) and the caller's
+    model never changes. A base marked as bitsandbytes 4-bit (Unsloth's default on a GPU) is refused
+    before anything is sampled, by test_time_sdpo and by discovery_curves, with the reason and the way out."""
+    from sdpo_kit.models import add_peft_lora, lora_kwargs
+
+    model, tok, task, heldout = lab
+    policy = add_peft_lora(copy.deepcopy(model), lora_kwargs(4))
+    before = copy.deepcopy(policy)
+    row = heldout[0]
+    torch.manual_seed(0)
+    res = tts.test_time_sdpo(policy, tok, row["prompt"], hint(), columns={"answer": row["answer"]}, batch_size=4,
+                             max_attempts=8, success_threshold=NEVER, max_new_tokens=4, keep_model=True, **TEMPLATES)
+    assert len(res.losses) == 1 and same_weights(policy, before)
+    trained = {n: p for n, p in res.model.named_parameters()}
+    moved = {n for n, p in policy.named_parameters() if not torch.equal(p, trained[n])}
+    assert moved and all("lora_" in n for n in moved), "only the adapters train"
+
+    policy.is_loaded_in_4bit = True            # as transformers marks a bitsandbytes 4-bit model
+    assert tts.is_quantized(policy) and not tts.is_quantized(model)
+    with pytest.raises(ValueError, match="load_in_4bit=False"):
+        tts.test_time_sdpo(policy, tok, row["prompt"], hint(), columns={"answer": row["answer"]}, max_new_tokens=4)
+    with pytest.raises(ValueError, match="quantized"):
+        tts.discovery_curves(policy, tok, task, heldout[:1], hint(), budgets=[4], batch_size=4, max_new_tokens=4)

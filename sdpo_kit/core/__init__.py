@@ -17,5 +17,7 @@
     completions.py sampled completions to completions.jsonl and to the dashboard (both backends)
     trackers.py    report_to for the scratch loops: tensorboard, trackio, wandb through their own APIs
     config.py      the YAML run config, parsed and checked (the registry supplies the trainer classes)
+    profiles.py    which model a notebook runs and which of its profiles goes with it (tiny lab, the real
+                   CPU model, the T4), with the profile's smoke sizes
     utils.py       eval_mode, seed_everything, tolerances
 """

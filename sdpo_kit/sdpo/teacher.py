@@ -9,9 +9,13 @@
              so it starts as the base model) instead of a copy of the whole model
 
 ``Teacher.model`` is the one extra model a scratch trainer holds (in the reference-model slot:
-SDPO forces ``beta = 0``, so there is no third model); ``Teacher.forward()`` is the context that
-routes a forward to the teacher's weights; ``Teacher.optimizer_step()`` does the EMA.
-Same update rule as TRL's ``SyncTeacherModelCallback`` / ``PEFTAdapterEMACallback``.
+SDPO forces ``beta = 0``, so there is no third model), None when the teacher is the student itself,
+its base or an adapter on it; ``Teacher.forward()`` is the context that routes a forward to the
+teacher's weights, whichever way they are held; ``Teacher.weights()`` reads the weights the EMA
+averages (the copy's, or the adapter's) by name; ``Teacher.optimizer_step()`` does the EMA.
+Same update rule as TRL's ``SyncTeacherModelCallback`` / ``PEFTAdapterEMACallback``. A model holds one
+EMA adapter: a new ``Teacher`` on a model that already has one (an earlier trainer's, or a copy's)
+starts it afresh.
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ class Teacher:
         from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
         active = self.student.active_adapter
+        if ADAPTER in self.student.peft_config:   # an earlier Teacher's on this model (or on the model it was copied from)
+            self.student.delete_adapter(ADAPTER)
         self.student.add_adapter(ADAPTER, self.student.peft_config[active])
         zeros = {k: torch.zeros_like(v) for k, v in get_peft_model_state_dict(self.student, adapter_name=active).items()}
         set_peft_model_state_dict(self.student, zeros, adapter_name=ADAPTER)
@@ -91,6 +97,24 @@ class Teacher:
                 yield self.student
         else:  # live
             yield self.student
+
+    @torch.no_grad()
+    def weights(self, of: str = "teacher") -> dict[str, torch.Tensor]:
+        """The weights the EMA averages, by name, detached copies: the teacher's (``of="teacher"``) or the
+        student's under the same names (``of="student"``). A copy: every parameter of the copy and of the
+        student; an EMA adapter: the LoRA weights of that adapter and of the student's own adapter. A
+        teacher without weights of its own (live, or base on a LoRA policy) has none: ``{}``."""
+        if of not in ("teacher", "student"):
+            raise ValueError(f"of must be 'teacher' or 'student', got {of!r}")
+        if self.model is not None:
+            source = self.model if of == "teacher" else self.student
+            return {n: p.detach().clone() for n, p in source.named_parameters()}
+        if self.adapter is None:
+            return {}
+        from peft import get_peft_model_state_dict
+
+        name = self.adapter if of == "teacher" else self._active
+        return {n: v.detach().clone() for n, v in get_peft_model_state_dict(self.student, adapter_name=name).items()}
 
     @torch.no_grad()
     def optimizer_step(self) -> bool:

@@ -24,6 +24,11 @@ test-time SDPO; ``hard_rows`` picks the hard questions (issue 17's cut: held-out
 start solves in under 10% of its samples; the paper's very hard questions are pass@64 < 0.03). The paper reports test-time SDPO reaching best-of-k's
 discovery rate with about 3x fewer attempts.
 
+The copy trains what the caller's model trains: every weight of a plain model, the adapters of a LoRA
+model (its base is copied frozen). A quantized base (bitsandbytes 4- or 8-bit, Unsloth's default on a
+GPU) is refused with the reason: it can be neither deep-copied safely nor trained; load it in 16 bits
+with LoRA (``load_policy(name, load_in_4bit=False)``) and the copy trains its adapters.
+
 Left out on purpose: a replay of earlier batches' attempts (each step reads the latest batch only),
 top-k / full-logit distillation (the paper's test-time runs use the sampled-token loss), and
 successful siblings as teachers (a success ends the run, so there never is one to distil).
@@ -85,6 +90,23 @@ def _check(batch_size, max_attempts, steps_per_batch, learning_rate, teacher, te
         raise ValueError("test_time_sdpo: " + "; ".join(problems))
 
 
+def is_quantized(model) -> bool:
+    """Whether ``model`` (or the model inside a PEFT wrapper) holds quantized weights: bitsandbytes 4- or
+    8-bit, as transformers marks them (``is_loaded_in_4bit`` / ``_8bit``) or as their parameters' classes say."""
+    marked = any(getattr(m, "is_loaded_in_4bit", False) is True or getattr(m, "is_loaded_in_8bit", False) is True
+                 for m in model.modules())
+    return marked or any(type(p).__name__ in ("Params4bit", "Int8Params") for p in model.parameters())
+
+
+def check_trainable_copy(model) -> None:
+    """ValueError with the reason when test-time SDPO cannot train a copy of ``model`` (a quantized base)."""
+    if is_quantized(model):
+        raise ValueError("test_time_sdpo trains a copy of the policy on each question (the caller's model never "
+                         "changes), and this model's base is quantized (bitsandbytes 4- or 8-bit: Unsloth's default "
+                         "on a GPU), which can be neither copied safely nor trained. Load it in 16 bits with LoRA, "
+                         "load_policy(name, load_in_4bit=False): the copy then trains its LoRA adapters only.")
+
+
 def feedback_teacher_prompts(prompt, scores: Sequence[float], feedbacks: Sequence, *, success_threshold: float = 1.0,
                              **templates) -> tuple[list, torch.Tensor]:
     """The teacher's side of a test-time SDPO step on B attempts of ``prompt``: each failed attempt
@@ -131,10 +153,12 @@ def test_time_sdpo(model, tokenizer, prompt, reward_fn: Callable, *, columns: di
     ``solution_template``, ``feedback_template`` for the teacher's reprompt (``reprompt.reprompt``).
     The last batch is cut to the attempts left; no steps follow it. ``steps_per_batch=0`` trains
     nothing (best-of-k in batches: a control). A batch whose failures all lack feedback trains nothing.
-    The copy trains the parameters that require gradients in ``model`` (all, when none does).
+    The copy trains the parameters that require gradients in ``model`` (all, when none does): a LoRA
+    model's adapters. A quantized base is refused (``check_trainable_copy``: the module docstring).
     ``keep_model``: the result holds the trained copy (else it is dropped)."""
     _check(batch_size, max_attempts, steps_per_batch, learning_rate, teacher, teacher_update_rate, max_new_tokens,
            temperature, is_clip, templates)
+    check_trainable_copy(model)
     student = copy.deepcopy(model)                               # pi_0: the caller's model stays as it is
     if not any(p.requires_grad for p in student.parameters()):   # a frozen model: train all of the copy
         student.requires_grad_(True)                             # (else what the caller trains: a LoRA, say)
@@ -215,6 +239,8 @@ def discovery_curves(model, tokenizer, task, rows: Sequence[dict], reward_fn: Ca
                          f"multi-turn rounds use exactly the same attempts")
     common, multi_kw, sdpo_kw = _split_kwargs(kwargs)
     common.setdefault("max_new_tokens", task.max_completion_tokens())
+    if "test_time_sdpo" in methods:
+        check_trainable_copy(model)   # before any method runs, not after the others' attempts
 
     def run(method: str, row: dict) -> int | None:
         prompt, columns = row["prompt"], {task.answer_column: row[task.answer_column]}
