@@ -11,6 +11,9 @@ read back after the run. Writes ``benchmarks/results/notebooks_smoke.json`` or
 ``--cold`` runs each notebook from an empty cache of its own (``SDPO_KIT_CACHE`` in a fresh temporary
 folder, removed after), as a fresh clone's CI meets it: the warm starts are built, not loaded. It
 writes ``notebooks_smoke_cold.json`` (or ``notebooks_full_cold.json``) and leaves the warm files alone.
+A full-size run on the default profiles also keeps each executed notebook, outputs and plots included, in
+``benchmarks/results/executed/notebooks/`` with a first cell naming the commit and command it ran at: the docs
+site shows those copies (``docs/hooks.py``); the notebooks in ``notebooks/`` stay without outputs.
 ``--model NAME`` runs the notebooks on that model's profile (``SDPO_KIT_MODEL``; ``smollm2-135m`` is the
 real CPU model, what ``make test-real`` runs) and adds ``_real`` to the results name for it.
 The brief's budget for smoke mode: 15 minutes on 2 CPU cores.
@@ -35,7 +38,12 @@ MARK = "SDPO_KIT_RESULTS "
 READ_RESULTS = f"import json as _j\nprint({MARK!r} + _j.dumps(globals().get('RESULTS')))"
 
 
-def run_notebook(path: Path) -> tuple[float, dict | None]:
+EXECUTED = RESULTS / "executed" / "notebooks"   # the full-size run's executed copies, shown on the docs site
+
+
+def run_notebook(path: Path, keep: Path | None = None, banner: str = "") -> tuple[float, dict | None]:
+    """Execute ``path`` in a fresh kernel; (wall seconds, its RESULTS dict). ``keep``: write the executed
+    notebook there, ``banner`` as a first markdown cell, the results-reading cell dropped."""
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(READ_RESULTS))
     t0 = time.perf_counter()
@@ -43,7 +51,18 @@ def run_notebook(path: Path) -> tuple[float, dict | None]:
     seconds = time.perf_counter() - t0
     out = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("output_type") == "stream")
     line = next((x for x in out.splitlines() if x.startswith(MARK)), None)
+    if keep is not None:
+        nb.cells = [nbformat.v4.new_markdown_cell(banner), *nb.cells[:-1]]
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, keep)
     return seconds, (json.loads(line[len(MARK):]) if line else None)
+
+
+def executed_banner(commit: str, date: str) -> str:
+    """The first cell of an executed copy: which run it shows."""
+    return (f"> **Outputs of the full-size CPU run** at commit `{commit}` on {date}, made by `python "
+            "benchmarks/bench_notebooks.py --full` on the tiny lab's profile. The notebook in the repository "
+            "has no outputs: open it in Colab or Jupyter to run it yourself.")
 
 
 def main():
@@ -70,8 +89,9 @@ def main():
         cache = tempfile.mkdtemp(prefix="sdpo_kit_cold_") if args.cold else None
         if cache:
             os.environ["SDPO_KIT_CACHE"] = cache               # the kernel starts with this environment
+        keep = EXECUTED / p.name if args.full and not args.cold and not args.model else None
         try:
-            seconds, results = run_notebook(p)
+            seconds, results = run_notebook(p, keep, executed_banner(git_commit(), dt.date.today().isoformat()))
         finally:
             if cache:
                 shutil.rmtree(cache, ignore_errors=True)

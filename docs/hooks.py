@@ -1,16 +1,19 @@
 """mkdocs hooks: the notebooks and the API reference follow the repository, not a list.
 
 * Notebooks: every ``notebooks/NN_*.ipynb`` at the repo root becomes a page (mkdocs-jupyter
-  renders it) and an entry of the "Notebooks" nav section, titled by its first H1. Nothing is
-  copied into ``docs/``; the build is the same whether 2 or 4 notebooks exist.
+  renders it) and an entry of the "Notebooks" nav section, titled by its first H1. The page shows
+  the notebook as its full-size CPU run left it, outputs and plots included, when that run's copy
+  exists (``benchmarks/results/executed/notebooks/NN_*.ipynb``, written by ``bench_notebooks.py --full``
+  with the commit it ran at in its first cell); otherwise the notebook as committed, outputs
+  cleared. Nothing is copied into ``docs/``; the build is the same whether 2 or 4 notebooks exist.
 * API reference: every module of ``sdpo_kit`` gets a page under ``reference/``; a hand-written
   ``docs/reference/<module path>.md`` (``reference/grpo/loss.md`` for ``sdpo_kit.grpo.loss``) wins,
   otherwise a page holding ``::: sdpo_kit.<module>`` is generated. A new module therefore shows up in the reference without touching the docs.
 * ``<!-- notebook-list -->``, ``<!-- module-list -->`` and ``<!-- config-list -->`` in a page
   become tables of the notebooks, modules and ``configs/*.yaml`` that exist.
 
-Left out on purpose: executing notebooks (CI does that under nbmake; the site shows them as
-committed, outputs cleared).
+Left out on purpose: executing notebooks while building (CI runs them under nbmake; the full-size
+run that fills the pages is a benchmark, ``make bench-stale`` or ``bench_notebooks.py --full``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+EXECUTED = ROOT / "benchmarks" / "results" / "executed"   # notebooks/NN_*.ipynb: the full-size run's copies
 PACKAGE = ROOT / "sdpo_kit"
 CONFIGS = ROOT / "configs"
 NOTEBOOK_RE = re.compile(r"^\d\d_.+\.ipynb$")
@@ -48,6 +52,12 @@ def notebooks() -> list[Path]:
     if not NOTEBOOKS.is_dir():
         return []
     return sorted(p for p in NOTEBOOKS.iterdir() if NOTEBOOK_RE.match(p.name))
+
+
+def notebook_source(nb: Path) -> Path:
+    """The folder holding ``notebooks/<name>`` a notebook's page is rendered from: the full-size run's
+    executed copies when there is one, else the repository (the notebook as committed, outputs cleared)."""
+    return EXECUTED if (EXECUTED / "notebooks" / nb.name).exists() else ROOT
 
 
 def notebook_title(path: Path) -> str:
@@ -141,7 +151,7 @@ def on_config(config):
 @event_priority(100)  # before mkdocs-jupyter's on_files, which wraps the .ipynb files
 def on_files(files, config):
     for nb in notebooks():
-        files.append(File(f"notebooks/{nb.name}", src_dir=str(ROOT), dest_dir=config["site_dir"],
+        files.append(File(f"notebooks/{nb.name}", src_dir=str(notebook_source(nb)), dest_dir=config["site_dir"],
                           use_directory_urls=config["use_directory_urls"]))
     docs = Path(config["docs_dir"])
     for module in modules():
