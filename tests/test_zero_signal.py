@@ -97,3 +97,29 @@ def test_cli_evaluates_with_the_runs_completion_budget(monkeypatch, tmp_path):
                             "output_dir": str(tmp_path)})
     cli.train(cfg)
     assert seen and set(seen) == {6}
+
+
+def test_a_gradient_left_on_the_model_does_not_leak_into_a_step():
+    """A backward of the caller's own before the loop must not add to the loop's first step: the step from
+    a model holding a stale gradient equals the step from a clean one (SGD, lr 1, no clip: the change is the
+    gradient)."""
+    import torch
+
+    model, tok = load_policy("tiny-lab")
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    cfg = GRPOConfig(max_steps=1, prompts_per_step=2, num_generations=4, max_completion_length=4, eval_every=0,
+                     max_grad_norm=float("inf"), temperature=1.0, seed=0)
+
+    def one_step(stale: bool):
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(start[n])
+        if stale:
+            model(**tok(["1+2+3="], return_tensors="pt")).logits.sum().backward()
+        loop = GRPOLoop(model, tok, [exact_match_reward()], TRAIN, cfg)
+        loop.optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
+        torch.manual_seed(0)
+        loop.step()
+        return torch.cat([(p.detach() - start[n]).flatten() for n, p in model.named_parameters()])
+
+    torch.testing.assert_close(one_step(stale=True), one_step(stale=False), rtol=1e-5, atol=1e-6)

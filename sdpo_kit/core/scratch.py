@@ -223,8 +223,10 @@ class ScratchTrainer:
         return any(getattr(cb, "stop_requested", False) for cb in self.callbacks)
 
     def optimizer_step(self, loss: torch.Tensor) -> None:
-        """backward, clip the gradient norm to ``max_grad_norm``, step, schedule, zero (in fp16 the
-        loss is scaled and a step with an inf / NaN gradient skipped: ``core.precision``)."""
+        """zero, backward, clip the gradient norm to ``max_grad_norm``, step, schedule, zero (in fp16 the
+        loss is scaled and a step with an inf / NaN gradient skipped: ``core.precision``). Zeroing first:
+        a gradient already on the model (a backward of the caller's own) must not add to this step's."""
+        self.optimizer.zero_grad(set_to_none=True)
         self.amp.backward(loss)
         if not self.amp.step(self.optimizer, self.model.parameters(), self.config.max_grad_norm):
             self.skipped_updates += 1
@@ -261,6 +263,7 @@ class ScratchTrainer:
             self.load_extra_state(state.get("extra", {}))
             self.amp.load_state_dict(state.get("scaler", {}))
             self.load_extra_files(Path(resume_from_checkpoint))
+        self.optimizer.zero_grad(set_to_none=True)   # no gradient left on the model reaches the first step
         self.sink.start(state["history"] if state else ())
         self.completion_log.start(start)
         self.trackers.start()
