@@ -113,6 +113,37 @@ def test_distillation_alone_pulls_the_student_towards_the_teacher(lab):
     assert all(r["loss/policy"] == r["loss/policy"] for r in rows_)   # still computed and logged at ppo_coef 0
 
 
+def test_a_teacher_prompt_puts_the_teacher_s_own_context_before_the_same_response(lab):
+    """With ``teacher_prompt`` the teacher's logits on a response are those of the teacher reading its own prompt
+    (here a demonstration turn first) followed by the student's response tokens, row by row, unpadded: fp32,
+    rtol=1e-5, atol=1e-6; without it they are the teacher's on the student's prompt (context distillation's
+    teacher differs only in what it reads)."""
+    tok, task, (rows, _) = lab
+    demo = [{"role": "user", "content": "1+1+1="}, {"role": "assistant", "content": "3"}]
+    trainer = make(lab, batch_size=4, mini_batch_size=4)
+    prompted = TeacherStudentPPOTrainer(trainer.model, tok, [char_reward], rows, trainer.config, teacher=trainer.teacher,
+                                        teacher_prompt=lambda p: demo + p)
+    torch.manual_seed(0)
+    batch = prompted.rollout(rows[:4])
+    ro = batch["ro"]
+    for i, row in enumerate(rows[:4]):
+        n = int(ro.completion_mask[i].sum())
+        for prompt, want in ((demo + row["prompt"], batch["teacher_logits"][i, :n]),
+                             (row["prompt"], completion_logits(trainer.teacher, ro.prompt_ids[i:i + 1],
+                                                               ro.prompt_mask[i:i + 1], ro.completion_ids[i:i + 1],
+                                                               ro.completion_mask[i:i + 1])[0, :n])):
+            ids = tok(tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True),
+                      add_special_tokens=False, return_tensors="pt").input_ids
+            full = torch.cat([ids, ro.completion_ids[i:i + 1, :n]], 1)                   # (1, P' + n) no padding
+            with torch.no_grad():
+                logits = trainer.teacher(full).logits[0, ids.size(1) - 1:-1]            # (n, V) next-token at each
+            torch.testing.assert_close(want, logits, rtol=1e-5, atol=1e-6)
+    torch.manual_seed(0)
+    plain = trainer.rollout(rows[:4])                                                   # the same responses
+    assert torch.equal(plain["ro"].completion_ids, ro.completion_ids)
+    assert not torch.allclose(batch["teacher_logits"], plain["teacher_logits"]), "the demonstration changes the teacher"
+
+
 def test_ppo_alone_needs_no_teacher_and_a_lora_student_trains_its_adapter(lab):
     tok, task, (rows, _) = lab
     student = add_peft_lora(build_model(tok, seed=0), lora_kwargs(4))

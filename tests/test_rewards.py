@@ -463,10 +463,11 @@ def test_make_reward_builds_every_type(model, tok):
              "tag_format": "answer_format", "format_and_match": "format_and_match",
              "inverse_loss": "inverse_loss", "supervised": "coverage_ce", "coverage_ce": "coverage_ce",
              "answer_likelihood": "answer_likelihood", "feedback": "feedback", "reward_model": "reward_model",
-             "environment": "env_reward", "code": "code", "format": "first_line_format"}
+             "probe_reward_model": "reward_model", "environment": "env_reward", "code": "code",
+             "format": "first_line_format"}
     assert set(REWARD_TYPES) == set(names)
     for rtype, name in names.items():
-        if rtype == "reward_model":  # trains a reward model: tests/test_reward_model.py builds a small one
+        if rtype in ("reward_model", "probe_reward_model"):  # train a reward model: tests/test_reward_model.py
             continue
         if rtype == "code":  # runs programs in the sandbox on a `tests` column: tests/test_code_runner.py
             continue

@@ -11,6 +11,7 @@ from sdpo_kit.core import sampling as generation
 from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import TASKS, ArithmeticTask, Task, answers_match, is_correct, make_task, normalise_answer
+from sdpo_kit.lab.word_problems import WordProblemTask
 from sdpo_kit.rewards import check_columns, checked, exact_match_reward, required_columns
 
 # (completion, answer, plain correct?, tagged correct?)
@@ -139,8 +140,9 @@ def operands(row) -> tuple[int, ...]:
 
 
 # the arithmetic tasks (lab_code's split is by function: tests/test_lab_code_task.py)
-# the tasks that ask "3+5+1=" (word_problems asks in words: tests/test_word_problems.py)
-ARITHMETIC_TASKS = sorted(n for n in TASKS if isinstance(TASKS[n](), ArithmeticTask) and TASKS[n]().name != "word_problems")
+# the tasks that ask "3+5+1=" (word problems ask in words: tests/test_word_problems.py, tests/test_vapor_tasks.py)
+ARITHMETIC_TASKS = sorted(n for n in TASKS if isinstance(TASKS[n](), ArithmeticTask)
+                          and not isinstance(TASKS[n](), WordProblemTask))
 
 
 @pytest.mark.parametrize("name", ARITHMETIC_TASKS)

@@ -4,7 +4,8 @@
         q  <- batch_size prompts;  o <- one response each from the student
         s  <- scores (reward functions or a reward model), processed (scaling, norm, clip)
         under no_grad: log pi_old, V_old (student + value head), log pi_ref (frozen start),
-                       teacher logits on the same tokens
+                       teacher logits on the same response tokens (after the teacher's own prompt,
+                       when ``teacher_prompt`` gives it one)
         r_t <- -beta kl_t (+ s at the last token);  A, R <- GAE(r, V_old)
         for epoch in 1..ppo_epochs:                       (early stop: policy KL > 1.5 target_kl)
             for each shuffled mini-batch:
@@ -12,6 +13,10 @@
         beta <- adaptive KL update with the batch's KL
 
 The pure pieces are ``ppo.loss`` (each equal to trl 0.11.4); the knobs ``TeacherStudentPPOConfig``.
+``teacher_prompt`` lets the teacher read another prompt before the student's response, e.g. the question
+after a worked demonstration: the teacher is then the same model made stronger by its context, and
+distillation moves that context into the student's weights (context distillation, Snell et al. 2022,
+arXiv:2209.15189). It is a constructor argument, not a config key.
 The ``_setup_*`` methods (optimizer, scheduler, early stopping, score processing) are the design notes'
 hooks: override one in a subclass to change that piece alone.
 
@@ -36,7 +41,7 @@ import torch
 from sdpo_kit.core.completions import reward_columns
 from sdpo_kit.core.logprobs import token_logprobs
 from sdpo_kit.core.precision import upcast_trainable
-from sdpo_kit.core.sampling import completion_logits, sample
+from sdpo_kit.core.sampling import completion_logits, encode_prompts, sample
 from sdpo_kit.core.scratch import ScratchTrainer
 from sdpo_kit.ppo.config import TeacherStudentPPOConfig
 from sdpo_kit.ppo.loss import (
@@ -64,11 +69,14 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         config: ``TeacherStudentPPOConfig``.
         teacher: a causal LM with the student's tokenizer (None: no distillation). Its logits on
             the student's tokens are a plain forward: the design notes' ``get_teacher_logits``.
+        teacher_prompt: a row's prompt -> the prompt the teacher reads before the response (None: the
+            student's own prompt), e.g. ``lambda p: demonstration + p`` for chat messages.
         eval_fn, callbacks, reward_weights: as the other scratch trainers.
     """
 
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
-                 config: TeacherStudentPPOConfig | None = None, *, teacher=None, eval_fn: Callable | None = None,
+                 config: TeacherStudentPPOConfig | None = None, *, teacher=None,
+                 teacher_prompt: Callable | None = None, eval_fn: Callable | None = None,
                  callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):
         config = config or TeacherStudentPPOConfig(teacher_model=None, kd_coef=0.0)
         if config.kd_coef > 0 and teacher is None:
@@ -77,6 +85,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         super().__init__(model, tokenizer, train_rows, config, eval_fn=eval_fn, callbacks=callbacks)
         self.reward_funcs, self.reward_weights = list(reward_funcs), reward_weights
         self.teacher = teacher.eval().requires_grad_(False) if teacher is not None else None
+        self.teacher_prompt = teacher_prompt
         self.ref_model = None if hasattr(model, "disable_adapter") else copy.deepcopy(model).eval().requires_grad_(False)
         upcast_trainable(self.pv)  # the value head too (the scaffold upcast the policy): fp32 weights that train
         self.optimizer = self._setup_optimizer()
@@ -147,6 +156,14 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         with self.model.disable_adapter():
             return token_logprobs(completion_logits(self.model, *args), ro.completion_ids, cfg.temperature)
 
+    def teacher_prompt_ids(self, rows, ro) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompt ids and mask the teacher reads before the responses: the student's, or
+        ``teacher_prompt`` of each row's prompt, left-padded, (B, P')."""
+        if self.teacher_prompt is None:
+            return ro.prompt_ids, ro.prompt_mask
+        enc = encode_prompts(self.tokenizer, [self.teacher_prompt(r["prompt"]) for r in rows], ro.prompt_ids.device)
+        return enc["input_ids"], enc["attention_mask"]
+
     def rollout(self, rows):
         """Sample, score and evaluate one batch: everything the PPO epochs need, under no_grad."""
         cfg = self.config
@@ -170,7 +187,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
             ref_logp = self.ref_logprobs(ro)                                           # (B, T)
             teacher_logits = None
             if self.teacher is not None and cfg.kd_coef > 0:
-                teacher_logits = completion_logits(self.teacher, ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
+                teacher_logits = completion_logits(self.teacher, *self.teacher_prompt_ids(rows, ro), ro.completion_ids,
                                                    ro.completion_mask)                 # (B, T, V)
             rewards, _, kl = per_token_rewards(scores, old_logp, ref_logp, mask, self.kl_ctl.value, cfg.kl_penalty)
             advantages, returns = gae(rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam,

@@ -10,6 +10,14 @@ Built once and cached like the warm start (``lab.cache_dir()``).
 
 ``sequence_classifier_reward(model, tokenizer)`` turns any sequence-classification reward model
 (this one or a hub model with the policy's chat template) into a TRL-signature reward function.
+
+A real model's reward model, on a CPU's budget: ``build_probe_reward_model(trunk, tokenizer, rows)``
+reads a frozen causal LM's own features (its last hidden state at the sequence's last token, the eos
+after the completion) and fits a linear head to them (logistic regression, standardised features) on
+the same kind of pairs: a right answer and near misses per training question, written as the task
+asks (``completion_format``). RLHF starts its reward model from the SFT model; here the trunk is the
+student's starting weights, frozen (a LoRA trunk is read with its adapter off), so building it costs
+forward passes only. The character-level tiny reward model would read a real model's text as noise.
 """
 
 from __future__ import annotations
@@ -166,6 +174,108 @@ def build_reward_model(cfg: RewardModelConfig | None = None, *, force: bool = Fa
     if verbose:
         print(f"tiny reward model: {time.time() - t0:.1f}s, cached at {path}", flush=True)
     return build_reward_model(cfg, verbose=False)
+
+
+@dataclass
+class ProbeRewardModelConfig:
+    """The data and the head's fit of ``build_probe_reward_model``."""
+
+    n_questions: int = 200            # training questions, each with its right answer and near misses
+    wrong_per_question: int = 3
+    max_offset: int = 5               # a near miss is the answer + an offset in +-1..max_offset, never below 0
+    completion_format: str = "{answer}"   # how an answer is written: "#### {answer}" where the task asks for ####
+    steps: int = 300                  # full-batch Adam steps on the head (a convex loss)
+    lr: float = 0.05
+    weight_decay: float = 1e-2        # L2 on the head's weights (the features are standardised)
+    micro_batch_size: int = 16        # sequences per forward of the trunk
+    seed: int = 0                     # which near misses
+
+
+class ProbeRewardModel:
+    """A linear head on a frozen causal LM's last hidden state: ``score(prompts, completions)`` is the
+    head's logit, > 0 for an answer it takes for right. ``as_reward()`` is its TRL-signature reward."""
+
+    def __init__(self, trunk, tokenizer, head: torch.nn.Linear, mean: torch.Tensor, std: torch.Tensor,
+                 micro_batch_size: int = 16):
+        self.trunk, self.tokenizer, self.head = trunk, tokenizer, head
+        self.mean, self.std, self.micro_batch_size = mean, std, micro_batch_size
+
+    @torch.no_grad()
+    def features(self, prompts, completions) -> torch.Tensor:
+        """The trunk's last hidden state at each sequence's last token (the eos after the completion), (N, H)."""
+        import contextlib
+
+        base = self.trunk.get_base_model() if hasattr(self.trunk, "get_base_model") else self.trunk
+        decoder = base.get_decoder()                         # the transformer without its LM head
+        device = next(self.trunk.parameters()).device
+        off = self.trunk.disable_adapter() if hasattr(self.trunk, "disable_adapter") else contextlib.nullcontext()
+        out = []
+        with off:
+            was_training = decoder.training
+            decoder.eval()
+            for i in range(0, len(prompts), self.micro_batch_size):
+                ids, mask = encode(self.tokenizer, prompts[i:i + self.micro_batch_size],
+                                   completions[i:i + self.micro_batch_size], device)          # (n, L) right-padded
+                hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state       # (n, L, H)
+                last = mask.sum(1) - 1                                                       # (n,)
+                out.append(hidden[torch.arange(len(ids), device=device), last].float().cpu())  # (n, H)
+            decoder.train(was_training)
+        return torch.cat(out)
+
+    @torch.no_grad()
+    def score(self, prompts, completions) -> torch.Tensor:
+        """The head's logit on each (prompt, completion), (N,)."""
+        z = (self.features(list(prompts), list(completions)) - self.mean) / self.std             # (N, H)
+        return self.head(z)[:, 0]                                                               # (N,)
+
+    def as_reward(self):
+        """A TRL-signature reward: the head's logit on (prompt, completion)."""
+
+        def reward_model(prompts, completions, **columns) -> list[float]:
+            return self.score(prompts, [completion_text(c) for c in completions]).tolist()
+
+        return reward_model
+
+
+def fit_probe_head(features: torch.Tensor, labels: torch.Tensor, *, pos_weight: float = 1.0, steps: int = 300,
+                   lr: float = 0.05, weight_decay: float = 1e-2):
+    """Logistic regression on standardised ``features`` (N, H) for 0/1 ``labels`` (N,): (head, mean, std).
+    The head starts at zero and the loss is convex, so the fit is deterministic."""
+    mean, std = features.mean(0), features.std(0).clamp_min(1e-6)                               # (H,), (H,)
+    z = (features - mean) / std                                                                 # (N, H)
+    head = torch.nn.Linear(z.size(1), 1)
+    torch.nn.init.zeros_(head.weight)
+    torch.nn.init.zeros_(head.bias)
+    opt = torch.optim.Adam(head.parameters(), lr=lr)
+    for _ in range(steps):
+        logits = head(z)[:, 0]                                                                  # (N,)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels, pos_weight=torch.tensor(pos_weight))
+        loss = loss + weight_decay * head.weight.pow(2).sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return head.requires_grad_(False), mean, std
+
+
+def build_probe_reward_model(trunk, tokenizer, rows: Sequence[dict], cfg: ProbeRewardModelConfig | None = None,
+                             *, verbose: bool = True) -> ProbeRewardModel:
+    """A reward model on ``trunk``'s own features, fitted on the first ``n_questions`` of ``rows`` (a task's
+    training rows): per question the right answer (label 1) and ``wrong_per_question`` near misses (0), each
+    written with ``completion_format``. Keep ``trunk`` frozen (a PEFT trunk is read with its adapter off)."""
+    cfg = cfg or ProbeRewardModelConfig()
+    t0 = time.time()
+    data = reward_model_rows(list(rows)[:cfg.n_questions], cfg.wrong_per_question, cfg.max_offset, cfg.seed)
+    completions = [cfg.completion_format.format(answer=r["completion"]) for r in data]
+    probe = ProbeRewardModel(trunk, tokenizer, None, None, None, cfg.micro_batch_size)
+    features = probe.features([r["prompt"] for r in data], completions)                          # (N, H)
+    labels = torch.tensor([r["label"] for r in data])                                            # (N,)
+    probe.head, probe.mean, probe.std = fit_probe_head(features, labels, pos_weight=float(cfg.wrong_per_question),
+                                                       steps=cfg.steps, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if verbose:
+        says = probe.head((features - probe.mean) / probe.std)[:, 0] > 0
+        print(f"probe reward model: {len(data)} pairs of {cfg.n_questions} questions, training agreement "
+              f"{(says == labels.bool()).float().mean().item():.3f}, {time.time() - t0:.1f}s", flush=True)
+    return probe
 
 
 def agreement(reward_fn, task, rows: Sequence[dict], completions: Sequence[str]) -> dict:

@@ -66,6 +66,22 @@ def _reward_model_from_config(model, tokenizer, task, name="tiny-lab", micro_bat
     return sequence_classifier_reward(rm, rm_tok, micro_batch_size)
 
 
+def _probe_reward_model_from_config(model, tokenizer, task, n_questions=200, wrong_per_question=3, max_offset=5,
+                                    completion_format="{answer}", steps=300, micro_batch_size=16, seed=0):
+    """A reward model on the policy's own starting features (``learned.build_probe_reward_model``), fitted on
+    the task's training questions: a LoRA policy is read with its adapter off (its base never trains), any
+    other through a frozen copy taken now."""
+    import copy
+
+    from sdpo_kit.rewards.learned import ProbeRewardModelConfig, build_probe_reward_model
+
+    trunk = model if hasattr(model, "disable_adapter") else copy.deepcopy(model).eval().requires_grad_(False)
+    cfg = ProbeRewardModelConfig(n_questions=n_questions, wrong_per_question=wrong_per_question, max_offset=max_offset,
+                                 completion_format=completion_format, steps=steps, micro_batch_size=micro_batch_size,
+                                 seed=seed)
+    return build_probe_reward_model(trunk, tokenizer, task.splits()[0], cfg).as_reward()
+
+
 def _environment_from_config(model, tokenizer, task, factory=None, answer_field="answer"):
     """An ``Environment`` (``sdpo_kit.lab.environments``) as a reward: ``factory`` is an import path
     ``"package.module:callable"`` returning a fresh environment; None: the tiny lab's
@@ -110,6 +126,7 @@ REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
                           answer_likelihood_reward(model, tokenizer, answer_field, separator=separator,
                                                    scorer=scorer, micro_batch_size=micro_batch_size), True),
     "reward_model": (_reward_model_from_config, False),
+    "probe_reward_model": (_probe_reward_model_from_config, True),
     "environment": (_environment_from_config, False),
     "code": (lambda model, tokenizer, task, tests_field="tests", partial=False, test_fraction=1.0, split_seed=0,
              timeout_s=2.0, memory_mb=1024, workers=None:
@@ -143,6 +160,9 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
                                                                                   (needs model, tokenizer)
         reward_model         name="tiny-lab" (built in code) | a sequence-classification model dir / hub id,
                              micro_batch_size=256
+        probe_reward_model   n_questions=200, wrong_per_question=3, max_offset=5, completion_format="{answer}",
+                             steps=300, micro_batch_size=16, seed=0: a linear head on the policy's own frozen
+                             features, fitted on the task's training questions (needs model, tokenizer)
         environment          factory=None (the task's ArithmeticEnvironment) | "package.module:callable",
                              answer_field="answer"; {"score", "feedback"} from Environment.step
         code                 tests_field="tests" (a list or a JSON string per row), partial=False (True: the

@@ -13,10 +13,14 @@ def my_merge_lora(W: torch.Tensor, A: torch.Tensor, B: torch.Tensor, alpha: floa
 
 
 def my_q8_0(x: np.ndarray) -> np.ndarray:
-    """Exercise 2: per block of 32, d = max|x| / 127 rounded to fp16, q = round(x / d) in int8; x^ = d q.
-    (gguf computes q with the unrounded d and stores d in fp16; an all-zero block has d = 0 and q = 0.)"""
+    """Exercise 2: per block of 32, d = max|x| / 127 rounded to fp16, q = roundf(x * (1 / d)) in int8; x^ = d q.
+    (gguf, like llama.cpp, multiplies by the reciprocal of the unrounded d and rounds halves away from zero, C's
+    roundf: numpy's np.round takes them to even, and a model whose weights were quantised before has exact
+    halves; d is stored in fp16; an all-zero block has d = 0 and q = 0.)"""
     blocks = x.astype(np.float32).reshape(-1, 32)
     d = np.abs(blocks).max(axis=1, keepdims=True) / 127
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.where(d == 0, 0, np.round(blocks / d)).astype(np.int8)
+    with np.errstate(divide="ignore"):
+        v = blocks * np.where(d == 0, 0, 1 / d)                        # (n_blocks, 32)
+    a = np.abs(v)
+    q = (np.sign(v) * (np.floor(a) + np.floor(2 * (a - np.floor(a))))).astype(np.int8)   # roundf: halves away from 0
     return (q.astype(np.float32) * d.astype(np.float16).astype(np.float32)).reshape(x.shape)

@@ -5,4 +5,5 @@
     parts.py  the pieces both backends share: preference batches, span masks, span log-probs
     loop.py   VAPOR from scratch (VAPORFields, VAPORLoopConfig, VAPORLoop)
     trl.py    VAPOR on TRL (VAPORConfig(trl.GRPOConfig), VAPORTrainer(trl.GRPOTrainer))
+    tasks.py  VAPOR's data for a real instruct model: tagged word problems with a chosen / rejected pair
 """
