@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -198,6 +199,7 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
             plot.update(row)
     plot.save(out / "reward_curve.png")
     plot.close()
+    shutil.rmtree(out / "model", ignore_errors=True)   # an earlier run's files (an adapter, a full model) must not stay
     save_model(model, out / "model", tokenizer)
 
     accs = [r["eval/accuracy"] for r in history if r.get("eval/accuracy") is not None]

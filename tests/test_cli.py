@@ -161,3 +161,18 @@ def test_default_config_scores_with_the_policy_itself(tmp_path, monkeypatch):
     assert seen["funcs"][0].scorer_model is summary["model"]
     steps = [r for r in summary["history"] if r["step"] > 0]
     assert len(steps) == 2 and all(r["reward/inverse_loss"] <= 0.0 for r in steps)
+
+
+def test_a_second_run_into_the_same_output_dir_replaces_the_model_folder(tmp_path):
+    """A run that trains LoRA, then one that trains in full, into the same output_dir: model/ holds the
+    full model only (a stale adapter beside it would be loaded back instead of the model)."""
+    from sdpo_kit.cli import train
+
+    base = {"task": {"name": "arithmetic", "n_eval": 10}, "output_dir": str(tmp_path),
+            "trainer": {"max_steps": 1, "prompts_per_step": 2, "num_generations": 2, "max_completion_length": 4,
+                        "eval_every": 0}}
+    train(config_from_dict({**base, "model": {"name": "tiny-lab", "lora": 4}}))
+    assert (tmp_path / "model" / "adapter_config.json").exists()
+    train(config_from_dict({**base, "model": {"name": "tiny-lab"}}))
+    names = {p.name for p in (tmp_path / "model").iterdir()}
+    assert "adapter_config.json" not in names and "model.safetensors" in names, names

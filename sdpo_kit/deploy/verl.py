@@ -198,6 +198,14 @@ def _hub_tokenizer(name: str):
         return None
 
 
+def offline_folder(name: str | None) -> str | None:
+    """The converted folder of an offline real model (``"smollm2-135m"``, a ``.gguf`` file: ``lab.real_model``),
+    made once; None for the tiny lab, a hub id or a directory."""
+    from sdpo_kit.lab.real_model import resolve
+
+    return resolve(name) if name and name != "tiny-lab" else None
+
+
 def _save_lab_model(path: Path, lab: dict | None):
     from sdpo_kit.core.checkpoint import save_model
     from sdpo_kit.models import load_policy
@@ -219,7 +227,8 @@ def export_verl(cfg, out_dir, *, n_gpus_per_node: int = 1, nnodes: int = 1, max_
     """Everything verl needs to run ``cfg`` (a ``sdpo_kit.core.config.Config``), in ``out_dir``.
 
     Writes ``train.parquet``, ``val.parquet``, ``reward.py``, ``model/`` (and ``teacher/`` for a
-    PPO teacher) when the model is the tiny lab (a hub id or a directory is passed as is),
+    PPO teacher) when the model is the tiny lab or an offline real model (its converted folder is
+    copied: the machine that runs verl has no such cache; a hub id or a directory is passed as is),
     ``run_verl.sh`` and ``verl_settings.json`` (the verl keys and what did not map). With
     ``check`` (default: when verl is importable) the overrides are composed against verl's own
     ``ppo_trainer`` config and passed through its ``validate_config``. Written to a temporary
@@ -242,12 +251,14 @@ def export_verl(cfg, out_dir, *, n_gpus_per_node: int = 1, nnodes: int = 1, max_
     task = make_task(**cfg.task)
     tc = cfg.trainer
     teacher = getattr(tc, "teacher_model", None) if getattr(tc, "kd_coef", 0) > 0 else None
+    # an offline real model ("smollm2-135m", a .gguf file) lives in this machine's cache: the export carries it
+    model_folder, teacher_folder = offline_folder(cfg.model.name), offline_folder(teacher) if teacher else None
 
     def paths(root: str) -> VerlPaths:
-        local = cfg.model.name == "tiny-lab"
+        local = cfg.model.name == "tiny-lab" or model_folder is not None
         return VerlPaths(train_files=f"{root}/train.parquet", val_files=f"{root}/val.parquet",
                          reward_module=f"{root}/reward.py", model=f"{root}/model" if local else cfg.model.name,
-                         teacher_model=(f"{root}/teacher" if teacher == "tiny-lab" else teacher))
+                         teacher_model=(f"{root}/teacher" if teacher == "tiny-lab" or teacher_folder else teacher))
 
     verl_settings(cfg, paths("$D"))  # an algorithm verl cannot run fails here, before anything is written
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -257,10 +268,15 @@ def export_verl(cfg, out_dir, *, n_gpus_per_node: int = 1, nnodes: int = 1, max_
         write_reward_module(tmp, cfg.reward, task=cfg.task)
         if cfg.model.name == "tiny-lab":
             tokenizer = _save_lab_model(tmp / "model", lab_config_for(cfg, task))
+        elif model_folder is not None:
+            shutil.copytree(model_folder, tmp / "model")
+            tokenizer = _hub_tokenizer(str(tmp / "model"))
         else:
             tokenizer = _hub_tokenizer(cfg.model.name)
         if teacher == "tiny-lab":
             _save_lab_model(tmp / "teacher", tc.teacher_lab)
+        elif teacher_folder is not None:
+            shutil.copytree(teacher_folder, tmp / "teacher")
         guessed = max_prompt_length is None and tokenizer is None
         if max_prompt_length is None:
             max_prompt_length = _prompt_tokens(tokenizer, files) if tokenizer is not None else 512

@@ -11,6 +11,7 @@ and sentencepiece (the dev extra).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -119,3 +120,18 @@ def test_a_missing_sentencepiece_is_one_line(lora_run, tmp_path, monkeypatch, ca
         export(lora_run, "gguf", tmp_path / "g2")
     assert not (tmp_path / "g1").exists() and not (tmp_path / "g2").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_verl_export_of_the_real_model_carries_its_folder(tmp_path):
+    """export_verl on smollm2-135m copies the converted folder into model/ (the machine running verl has no
+    such cache) and points verl's actor at it, with the prompt length measured by its tokenizer."""
+    from sdpo_kit.deploy.verl import export_verl
+    from sdpo_kit.registry import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / "real_grpo.yaml", {"task.n_eval": 8})
+    out = export_verl(cfg, tmp_path / "verl", check=False)
+    assert (tmp_path / "verl" / "model" / "model.safetensors").exists()
+    assert (tmp_path / "verl" / "model" / "tokenizer.json").exists()
+    script = (tmp_path / "verl" / "run_verl.sh").read_text()
+    assert 'actor_rollout_ref.model.path="$D/model"' in script or "$D/model" in script
+    assert not any("is a guess" in u for u in out["unmapped"]), "the tokenizer measured the prompt length"
