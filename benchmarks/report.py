@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 
 from report_code import code_lab, code_reward
+from report_demo import demo_plateau, demo_plateau_fields
 from report_format import discovery_table, fmt, md_table, provenance
 from report_pins import install_pip, pins_fields
 from report_real import real_fields, real_learn, real_speed, real_speed_fields, real_tasks, real_tasks_fields
@@ -264,6 +265,7 @@ BLOCKS = {
     "code-reward": ("code_reward", code_reward),
     "code-lab": ("code_lab", code_lab),
     "fresh-clone": ("fresh_clone", fresh_clone),
+    "demo-plateau": ("demo_plateau", demo_plateau),
     "real-tasks": ("real_tasks", real_tasks),
     "real-speed": ("real_speed", real_speed),
     "real-learn": ("real_learn", real_learn),
@@ -281,7 +283,7 @@ MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdp
           "code_reward": "bench_code_reward.py", "sdpo_lab_headroom": "bench_sdpo_lab_headroom.py --jobs 2",
           "sdpo_lab_room": "bench_sdpo_lab_room.py --jobs 2",
           "sdpo_lab_transfer": "bench_sdpo_lab_transfer.py",
-          "real_tasks": "bench_real.py tasks", "real_speed": "bench_real.py speed", "real_learn": "bench_real.py learn",
+          "demo_plateau": "bench_demo_plateau.py", "real_tasks": "bench_real.py tasks", "real_speed": "bench_real.py speed", "real_learn": "bench_real.py learn",
           "notebooks_smoke_real": "bench_notebooks.py --model smollm2-135m"}
 
 
@@ -355,6 +357,7 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "sdpo_lab_discovery": ("sdpo_lab_discovery", sdpo_lab_discovery_fields), "ppo": ("ppo", ppo_fields),
           "export": ("export", export_fields), "real_learn": ("real_learn", real_fields),
           "real_tasks": ("real_tasks", real_tasks_fields), "real_speed": ("real_speed", real_speed_fields),
+          "demo_plateau": ("demo_plateau", demo_plateau_fields),
           **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 
