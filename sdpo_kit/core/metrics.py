@@ -183,11 +183,12 @@ class ZeroSignalWatch:
     completions; ``message`` keeps the text. ``steps=0`` turns it off.
     """
 
-    def __init__(self, fraction: float = 0.9, steps: int = 10, output_dir=None, completions_logged: bool = True):
+    def __init__(self, fraction: float = 0.9, steps: int = 10, output_dir=None, completions_every: int = 10):
         if not 0.0 < fraction <= 1.0 or steps < 0:
             raise ValueError(f"zero_signal_fraction must be in (0, 1] and zero_signal_steps >= 0, got {fraction}, {steps}")
         self.fraction, self.steps = float(fraction), int(steps)
-        self.where = (f"{Path(output_dir) / 'completions.jsonl'}" if output_dir and completions_logged
+        self.where = (f"{Path(output_dir) / 'completions.jsonl'} (every {completions_every}th step's batch; "
+                      "log_completions_every=1 keeps every step's)" if output_dir and completions_every > 0
                       else "the sampled completions (set output_dir and log_completions_every to keep them)")
         self.run = 0                      # steps in a row at or above the fraction
         self.rewards: list[float] = []    # their mean rewards

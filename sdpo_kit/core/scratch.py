@@ -180,7 +180,7 @@ class ScratchTrainer:
         self.callbacks = list(callbacks)
         self.trackers = Trackers(config.report_to, config.output_dir, dataclasses.asdict(config))
         watch = ZeroSignalWatch(config.zero_signal_fraction, config.zero_signal_steps, config.output_dir,
-                                config.log_completions_every > 0)
+                                config.log_completions_every)
         self.sink = MetricsSink(config.output_dir, [*self.callbacks, self.trackers], watch)
         self.history = self.sink.history
         self.completion_log = CompletionLog(config.output_dir, config.log_completions_every, self.callbacks)

@@ -176,7 +176,7 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     check_enough_rows(len(train_dataset) if hasattr(train_dataset, "__len__") else None, trl_config)
     trainer_cbs, sinks = split_callbacks(callbacks)
     watch = ZeroSignalWatch(grpo_overrides.get("zero_signal_fraction", 0.9), grpo_overrides.get("zero_signal_steps", 10),
-                            output_dir, log_completions_every > 0)
+                            output_dir, log_completions_every)
     metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1,
                                  log_completions_every, watch)
     trainer = trainer_class(
