@@ -40,6 +40,7 @@ from pathlib import Path
 from report_code import code_lab, code_reward
 from report_demo import demo_plateau, demo_plateau_fields
 from report_format import discovery_table, fmt, md_table, provenance
+from report_notebooks import notebook_fields, notebook_reference, notebook_wall_fields
 from report_pins import install_pip, pins_fields
 from report_real import real_fields, real_learn, real_speed, real_speed_fields, real_tasks, real_tasks_fields
 from report_sdpo_lab import (
@@ -224,19 +225,6 @@ def export_table(res: dict) -> str:
         f"the run's model in fp32 on {res['config']['prompts']} held-out prompts.", "", provenance(res)])
 
 
-def notebook_reference(nb: str):
-    """The reference figures of one notebook's full-size run (its RESULTS dict)."""
-    def render(res: dict) -> str:
-        run = next((r for r in res["runs"] if r["notebook"].startswith(nb)), None)
-        if run is None or not run.get("results"):
-            return f"(no full-size run of notebook {nb} recorded yet: `python benchmarks/bench_notebooks.py --full`)"
-        rows = [[k.replace("_", " "), fmt(v)] for k, v in run["results"].items()]
-        own = {**res, **{k: run[k] for k in ("command", "date", "commit") if k in run}, "runs": [run]}  # this notebook's run
-        return "\n".join([md_table(["figure", "value"], rows), "",
-                          f"Full size in {run['wall_s']:.0f} s. {provenance(own)}"])
-    return render
-
-
 # block name -> (results file, renderer)
 BLOCKS = {
     "speed": ("speed", speed),
@@ -340,14 +328,6 @@ def ppo_fields(res: dict) -> dict:
             "ppo_seeds_up": f"{ppo_up} of {n_ppo}"}
 
 
-def notebook_fields(nb: str):
-    """A notebook's full-size RESULTS (bench_notebooks.py --full) as fields."""
-    def fields(res: dict) -> dict:
-        run = next((r for r in res["runs"] if r["notebook"].startswith(nb)), None)
-        return {k: fmt(v) for k, v in ((run or {}).get("results") or {}).items()}
-    return fields
-
-
 # field file name -> (results file, function of the results -> {field: text})
 FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_fields),
           "sdpo_lab_ablations": ("sdpo_lab_ablations", sdpo_lab_ablations_fields),
@@ -358,6 +338,7 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "export": ("export", export_fields), "real_learn": ("real_learn", real_fields),
           "real_tasks": ("real_tasks", real_tasks_fields), "real_speed": ("real_speed", real_speed_fields),
           "demo_plateau": ("demo_plateau", demo_plateau_fields),
+          "nb_smoke_s": ("notebooks_smoke", notebook_wall_fields), "nb_full_s": ("notebooks_full", notebook_wall_fields),
           **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from sdpo_kit.core.completions import CompletionLog, as_text, completion_rows
+from sdpo_kit.core.dashboard import Dashboard
 from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
@@ -33,6 +34,11 @@ def rows():
 def char_reward(prompts, completions, **kwargs):
     """Varied in [0, 1), so some siblings pass SDPO's 0.5 threshold."""
     return [sum(map(ord, c[0]["content"])) % 7 / 7 for c in completions]
+
+
+def one_reward(prompts, completions, **kwargs):
+    """1.0 for every completion: a monitor whose weight 0 must keep it out of the total."""
+    return [1.0] * len(completions)
 
 
 def load(out):
@@ -61,6 +67,22 @@ def test_scratch_grpo_writes_every_n_steps(tok, rows, tmp_path):
     assert df["prompt"].map(type).eq(str).all() and df["completion"].map(type).eq(str).all()
     assert (df["reward"] - df["reward/exact_match"] - df["reward/char_reward"]).abs().max() < 1e-6
     check_against_metrics(df, history, ["exact_match", "char_reward"])
+
+
+def test_a_monitor_with_weight_zero_is_logged_not_trained_on(tok, rows, tmp_path):
+    """reward_weights=[1, 0]: the total reward (the row's reward/mean, the file's reward) is the first
+    function's alone; the monitor still has its column in the file, the row and the dashboard's table,
+    and the file's means are the row's (notebook 03's monitors)."""
+    dash = Dashboard(table_size=4)
+    cfg = GRPOConfig(max_steps=2, prompts_per_step=P, num_generations=G, max_completion_length=3,
+                     output_dir=str(tmp_path), log_completions_every=1)
+    history = GRPOLoop(build_model(tok, seed=0), tok, [char_reward, one_reward], rows, cfg,
+                       callbacks=[dash], reward_weights=[1.0, 0.0]).train()
+    df = load(tmp_path)
+    assert sorted(df["step"].unique()) == [1, 2] and (df["reward/one_reward"] == 1.0).all()
+    assert (df["reward"] - df["reward/char_reward"]).abs().max() < 1e-6, "the monitor's 1.0 is not in the total"
+    check_against_metrics(df, history, ["char_reward", "one_reward"])
+    assert dash.table_step == 2 and {"reward", "reward/char_reward", "reward/one_reward"} <= set(dash.table_rows[0])
 
 
 def test_scratch_sdpo_has_the_teacher_columns(tok, rows, tmp_path):

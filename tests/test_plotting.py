@@ -360,3 +360,31 @@ def test_liveplot_as_a_scratch_grpo_loop_callback(tmp_path):
     assert plot.n_draws == 3
     assert plot.series("eval/accuracy") == ([0.0, 2.0], [0.25, 0.25])
     assert_nonblank_png(tmp_path / "loop.png")
+
+
+def test_callback_replaying_a_trl_runs_log_history_gives_its_metrics_rows(tmp_path):
+    """LivePlotCallback fed a finished TRL run's ``state.log_history`` (what any TRL trainer keeps) plots,
+    step by step, the reward/mean that the builder's MetricsCallback wrote to metrics.jsonl (mu = 1)."""
+    import datasets
+
+    from sdpo_kit.core.metrics import read_jsonl
+    from sdpo_kit.grpo.trl import build_trl_grpo_trainer
+    from sdpo_kit.lab.model import build_model, build_tokenizer
+    from sdpo_kit.lab.tasks import ArithmeticTask
+
+    def char_reward(prompts, completions, **kwargs):   # varied, so the series is not all zeros
+        return [sum(map(ord, c[0]["content"])) % 7 / 7 for c in completions]
+
+    tok = build_tokenizer()
+    train, _ = ArithmeticTask(n_eval=8).splits()
+    trainer = build_trl_grpo_trainer(build_model(tok, seed=0), tok, [char_reward], datasets.Dataset.from_list(train[:32]),
+                                     preset="cpu", output_dir=tmp_path, verbose=False, max_steps=3, prompts_per_step=2,
+                                     num_generations=4, max_completion_length=3, seed=0)
+    trainer.train()
+    replay = LivePlotCallback(LivePlot(every=10**9))
+    for logs in trainer.state.log_history:
+        state = SimpleNamespace(global_step=logs["step"], is_world_process_zero=True)
+        replay.on_log(trainer.args, state, None, logs=logs)
+    rows = [r for r in read_jsonl(tmp_path / "metrics.jsonl") if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3] and len({r["reward/mean"] for r in rows}) > 1
+    assert replay.plot.series("reward/mean") == ([1.0, 2.0, 3.0], [r["reward/mean"] for r in rows])

@@ -7,6 +7,7 @@ import math
 import datasets
 import pytest
 import torch
+from test_metrics import GRPO_ROW_KEYS
 
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer, grpo_args
 from sdpo_kit.lab.tasks import ArithmeticTask
@@ -142,3 +143,22 @@ def test_num_iterations_counts_sampled_batches_like_the_scratch_loop(tmp_path):
     steps = [r["step"] for r in trainer.metrics_callback.history]
     assert steps == [0, 1, 2]  # step-0 eval, then one row per sampled batch
     assert "eval/accuracy" in trainer.metrics_callback.history[-1]
+
+
+def test_rows_have_the_scratch_keys_and_follow_the_schedule_in_sampled_batches(tmp_path):
+    """mu = 2, a linear schedule: each row (one per sampled batch) carries the scratch loop's keys but
+    the three TRL has no counterpart for here (loss/policy: TRL 1.16 logs it only with an entropy bonus;
+    stats/ratio_mean; stats/share_prompt), and its learning rate is the rate transformers logs, the one the
+    batch's last optimizer pass used: lr (1 - (mu s - 1) / (mu max_steps)). (The scratch loop logs the rate
+    after the step, lr (1 - s / max_steps): one optimizer step later, tests/test_metrics.py.)"""
+    model, tok = load_policy("tiny-lab")
+    trainer = build_trl_grpo_trainer(
+        model, tok, [exact_match_reward()], datasets.Dataset.from_list(TRAIN), preset="cpu", output_dir=tmp_path,
+        eval_fn=lambda m: TASK.evaluate(m, tok, HELDOUT[:8]), verbose=False,
+        **{**SMALL, "max_steps": 3, "num_iterations": 2, "lr_scheduler_type": "linear"})
+    trainer.train()
+    rows = [r for r in trainer.metrics_callback.history if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert GRPO_ROW_KEYS - {"loss/policy", "stats/ratio_mean", "stats/share_prompt"} <= set(r), r
+        assert r["stats/learning_rate"] == pytest.approx(1e-3 * (1 - (2 * r["step"] - 1) / 6), rel=1e-6)
