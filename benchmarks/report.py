@@ -355,6 +355,7 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "sdpo_lab_discovery": ("sdpo_lab_discovery", sdpo_lab_discovery_fields), "ppo": ("ppo", ppo_fields),
           "export": ("export", export_fields), "real_learn": ("real_learn", real_fields),
           "real_tasks": ("real_tasks", real_tasks_fields), "real_speed": ("real_speed", real_speed_fields),
+          **__import__("report_docs").DOC_FIELDS,   # the prose of notebooks 04, 07, 08 and the concept pages
           **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 
