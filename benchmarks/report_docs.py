@@ -11,6 +11,7 @@ compare them) their sentences quote, each computed from one results file, so a s
     ppo_read, vapor_read              comparisons over ``bench_ppo.py`` and ``bench_vapor.py``
     sdpo_lab_room_read                the speed comparison of ``bench_sdpo_lab_room.py``, in words
     sdpo_lab_signal_read, sdpo_lab_signal_1000_read   GRPO's learning signal (``bench_sdpo_lab_signal.py``)
+    lab_read                          the tiny lab's default warm start (``bench_lab.py``)
 
 A word field (``above`` / ``below``, a variant's name) is what keeps a sentence true when the numbers
 move; the sentence around it is written so that either word reads right.
@@ -30,6 +31,14 @@ def _walls(res: dict) -> dict:
     out = {f"nb{n:02d}": "(not in this results file)" for n in range(10)}
     out.update({f"nb{r['notebook'][:2]}": f"{r['wall_s']:.0f} s" for r in res["runs"]})
     return out
+
+
+def lab_read(res: dict) -> dict:
+    """``bench_lab.py``: the default warm start's held-out greedy accuracy (no copy steps), and per warm start
+    how often it copies a random number hinted in its prompt (``copies_random_hint_<copy_steps>``)."""
+    plain = next((r for r in res["runs"] if r["copy_steps"] == 0), None)
+    return {"warm_start_acc": fmt(plain["heldout_acc"]) if plain else "n/a",
+            **{f"copies_random_hint_{r['copy_steps']}": fmt(r["acc_random_hint"]) for r in res["runs"]}}
 
 
 def _notebook(res: dict, nb: str) -> dict:
@@ -172,5 +181,5 @@ DOC_FIELDS = {
     "nb08_read": ("notebooks_full", nb08_read), "ppo_read": ("ppo", ppo_read), "vapor_read": ("vapor", vapor_read),
     "sdpo_lab_room_read": ("sdpo_lab_room", sdpo_lab_room_read),
     "sdpo_lab_signal_read": ("sdpo_lab_signal", signal_read),
-    "sdpo_lab_signal_1000_read": ("sdpo_lab_signal_1000", signal_read),
+    "sdpo_lab_signal_1000_read": ("sdpo_lab_signal_1000", signal_read), "lab_read": ("lab", lab_read),
 }
