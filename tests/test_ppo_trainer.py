@@ -167,3 +167,52 @@ def test_resume_repeats_the_uninterrupted_run(lab, tmp_path):
     resumed = make(lab, tmp_path / "again", max_steps=4).train(resume_from_checkpoint=tmp_path / "cut" / "checkpoint-2")
     assert_same_rows(full[2:], resumed[2:])
     assert full[2]["stats/kl_coef"] != full[0]["stats/kl_coef"], "the coefficient moved, so resuming it mattered"
+
+
+def test_completions_jsonl_and_the_dashboard_follow_the_run(lab, tmp_path):
+    """Four steps, log_completions_every=2: completions.jsonl holds the whole batch (one response per prompt) at
+    steps 2 and 4, its mean reward the step's raw score before PPO's scaling (fp32: rel 1e-5, abs 1e-6); the
+    dashboard's history is the trainer's and its table the last step's completions."""
+    import pandas as pd
+
+    from sdpo_kit.core.dashboard import Dashboard
+
+    tok, task, (rows, _) = lab
+    dash = Dashboard(table_size=4)
+    cfg = TeacherStudentPPOConfig(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=4, learning_rate=1e-3,
+                                  max_completion_length=3, eval_every=0, kd_coef=0.5, seed=0, output_dir=str(tmp_path),
+                                  log_completions_every=2)
+    trainer = TeacherStudentPPOTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg,
+                                       teacher=build_model(tok, seed=99), callbacks=[dash])
+    history = dash.train(trainer)
+    logged = pd.read_json(tmp_path / "completions.jsonl", lines=True, dtype=False)
+    by_step = {h["step"]: h for h in history if "loss" in h}
+    assert sorted(by_step) == [1, 2, 3, 4] and sorted(set(logged["step"])) == [2, 4]
+    for step, batch in logged.groupby("step"):
+        assert len(batch) == 8, step
+        assert batch["reward"].mean() == pytest.approx(by_step[step]["reward/score_raw"], rel=1e-5, abs=1e-6)
+    assert dash.plot.history == history
+    assert dash.table_step == 4 and len(dash.table_rows) == 4
+    assert {"prompt", "completion", "reward", "reward/char_reward"} <= set(dash.table_rows[0])
+
+
+def test_every_variant_samples_the_same_first_batch_and_distils_only_where_asked(lab, tmp_path):
+    """PPO alone, distillation alone and both, from the same student and seed: the same first batch of
+    responses (completions.jsonl at step 1), and a distillation loss only where kd_coef > 0."""
+    import pandas as pd
+
+    tok, task, (rows, _) = lab
+    variants = {"ppo": dict(kd_coef=0.0, teacher_model=None), "kd": dict(ppo_coef=0.0, kd_coef=1.0),
+                "teacher_ppo": dict(kd_coef=0.5)}
+    first = {}
+    for name, kw in variants.items():
+        cfg = TeacherStudentPPOConfig(**{**dict(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=2,
+                                                learning_rate=1e-3, max_completion_length=3, eval_every=0, seed=3,
+                                                output_dir=str(tmp_path / name), log_completions_every=1), **kw})
+        teacher = build_model(tok, seed=99) if cfg.kd_coef > 0 else None
+        history = TeacherStudentPPOTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg,
+                                           teacher=teacher).train()
+        assert (max(h["loss/kd"] for h in history if "loss" in h) > 0) == (cfg.kd_coef > 0), name
+        logged = pd.read_json(tmp_path / name / "completions.jsonl", lines=True, dtype=False)
+        first[name] = logged[logged["step"] == 1][["prompt", "completion"]].values.tolist()
+    assert first["ppo"] == first["kd"] == first["teacher_ppo"]

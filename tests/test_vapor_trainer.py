@@ -61,7 +61,7 @@ def char_reward(prompts, completions, **kwargs):
     return [sum(map(ord, c[0]["content"])) % 7 / 7 for c in completions]
 
 
-def make_loop(tok, variant="as_specified", lora=False, **cfg):
+def make_loop(tok, variant="as_specified", lora=False, callbacks=(), **cfg):
     task = make_task("vapor_arithmetic", n_eval=16)
     rows, heldout = task.splits()
     model = build_model(tok, seed=0)
@@ -71,7 +71,7 @@ def make_loop(tok, variant="as_specified", lora=False, **cfg):
               learning_rate=1e-2, vapor_variant=variant)
     config = VAPORLoopConfig(**{**kw, **cfg})
     return VAPORLoop(model, tok, [exact_match_reward(tagged=True), char_reward], rows, config,
-                     eval_fn=lambda m: task.evaluate(m, tok, heldout))
+                     eval_fn=lambda m: task.evaluate(m, tok, heldout), callbacks=callbacks)
 
 
 @pytest.mark.parametrize("variant", ["as_specified", "additive"])
@@ -87,6 +87,63 @@ def test_a_few_steps_on_the_tiny_lab(tok, variant):
     assert ("loss/dpo" in rows[0]) == (variant == "additive")
     assert any(not torch.equal(a, b) for a, b in zip(before, loop.model.parameters()))
     assert loop.ref_model is not None and not any(p.requires_grad for p in loop.ref_model.parameters())
+
+
+def test_completions_jsonl_and_the_dashboard_follow_the_run(tok, tmp_path):
+    """Four steps, log_completions_every=2: completions.jsonl holds the whole batch (P x G) at steps 2 and 4, its
+    mean reward the step's reward/mean (fp32: rel 1e-5, abs 1e-6); the dashboard's history is the loop's, its
+    table the last step's completions with their rewards and feedback."""
+    import pandas as pd
+
+    from sdpo_kit.core.dashboard import Dashboard
+
+    dash = Dashboard(table_size=4)
+    loop = make_loop(tok, max_steps=4, output_dir=str(tmp_path), log_completions_every=2, callbacks=[dash])
+    history = dash.train(loop)
+    logged = pd.read_json(tmp_path / "completions.jsonl", lines=True, dtype=False)
+    by_step = {h["step"]: h for h in history if "loss" in h}
+    assert sorted(by_step) == [1, 2, 3, 4] and sorted(set(logged["step"])) == [2, 4]
+    for step, batch in logged.groupby("step"):
+        assert len(batch) == 2 * 4, step
+        assert batch["reward"].mean() == pytest.approx(by_step[step]["reward/mean"], rel=1e-5, abs=1e-6)
+    assert dash.plot.history == history
+    assert dash.table_step == 4 and len(dash.table_rows) == 4
+    assert {"prompt", "completion", "reward", "reward/char_reward", "feedback"} <= set(dash.table_rows[0])
+
+
+def test_every_variant_samples_the_same_first_batch(tok, tmp_path):
+    """GRPO on the span, VAPOR as specified and the additive form, from the same weights and seed: the same
+    first batch of completions (completions.jsonl at step 1), so the variants differ only in the loss."""
+    import pandas as pd
+
+    variants = {"grpo_span": dict(vapor_variant="additive", preference_weight=0.0),
+                "as_specified": dict(vapor_variant="as_specified"), "additive": dict(vapor_variant="additive")}
+    first = {}
+    for name, kw in variants.items():
+        make_loop(tok, **kw, max_steps=2, seed=5, output_dir=str(tmp_path / name), log_completions_every=1).train()
+        logged = pd.read_json(tmp_path / name / "completions.jsonl", lines=True, dtype=False)
+        first[name] = logged[logged["step"] == 1][["prompt", "completion"]].values.tolist()
+    assert first["grpo_span"] == first["as_specified"] == first["additive"]
+    assert len(first["additive"]) == 2 * 4
+
+
+def test_preference_margin_counts_the_pairs_whose_spans_are_found(tok):
+    """``preference_margin``: the mean of log pi(y_w) - log pi(y_l) over the pairs with both spans, the fraction
+    of those with a positive margin, and how many there were (a pair without tags is left out)."""
+    from sdpo_kit.vapor.parts import preference_margin
+
+    model = build_model(tok, seed=0)
+    rows = make_task("vapor_arithmetic", n_eval=6).splits()[1]
+    broken = {**rows[0], "rejected": "no tags"}
+    got = preference_margin(model, tok, [broken, *rows[1:]], TAGS)
+    batch = preference_batch(tok, [r["prompt"] for r in rows[1:]], [r["chosen"] for r in rows[1:]],
+                             [r["rejected"] for r in rows[1:]], TAGS)
+    with torch.no_grad():
+        chosen, rejected = preference_span_logps(model, batch)
+    margins = chosen - rejected                                                      # (P - 1,)
+    assert got["pairs"] == len(rows) - 1
+    assert got["margin"] == pytest.approx(margins.mean().item(), rel=1e-5, abs=1e-6)
+    assert got["accuracy"] == pytest.approx((margins > 0).float().mean().item())
 
 
 def test_a_lora_policy_uses_its_base_model_as_the_reference(tok):
