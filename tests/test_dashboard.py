@@ -202,3 +202,25 @@ def test_dashboard_callback_on_a_trainer_sdpo_kit_did_not_wire(tok, rows, tmp_pa
     trainer.train()
     assert trainer.state.global_step == 1 and (tmp_path / "checkpoint-1").is_dir()
     assert dash.max_steps == 3 and dash.plot.series("reward/mean")[0] == [1.0] and dash.stopped_at == 1
+
+
+def test_a_headless_notebook_run_trains_in_the_foreground(monkeypatch):
+    """In a kernel run headless (the Agg backend, as CI runs notebooks) no one can press stop: train()
+    runs the trainer before it returns, with no thread; with a screen it would start one."""
+    from sdpo_kit.core import dashboard as dash_mod
+
+    calls = []
+
+    class Trainer:
+        callbacks = []
+
+        def train(self, resume_from_checkpoint=None):
+            calls.append("trained")
+            return [{"step": 1}]
+
+    dash = dash_mod.Dashboard(every=10**9)
+    dash.in_notebook = True
+    t = Trainer()
+    t.callbacks = [dash]
+    monkeypatch.setattr(dash_mod, "headless", lambda: True)
+    assert dash.train(t) == [{"step": 1}] and calls == ["trained"] and dash._thread is None

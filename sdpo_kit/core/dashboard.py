@@ -238,8 +238,10 @@ class Dashboard:
     # --- running a trainer --------------------------------------------------------------
     def train(self, trainer, resume_from_checkpoint: str | Path | None = None, background: bool | None = None):
         """Run ``trainer`` (a scratch trainer, or one from sdpo_kit's TRL builders) with this dashboard
-        among its callbacks. In a notebook (``background`` None) in a thread, so the stop button is
-        heard: returns at once, ``wait()`` gives the rows. Elsewhere returns the rows."""
+        among its callbacks. In a notebook with someone at it (``background`` None) in a thread, so the
+        stop button is heard: returns at once, ``wait()`` gives the rows. Elsewhere, and in a notebook
+        run headless (matplotlib's non-interactive Agg backend, as CI runs the notebooks: no one can
+        press the button), it runs here and returns the rows."""
         listeners = trainer.metrics_callback.sinks if hasattr(trainer, "metrics_callback") else trainer.callbacks
         if not any(cb is self for cb in listeners):
             raise ValueError("build the trainer with this dashboard among its callbacks (callbacks=[dash]): "
@@ -247,7 +249,7 @@ class Dashboard:
         if self.max_steps is None:
             self.max_steps = steps_of(trainer)
         self._show()
-        background = self.in_notebook if background is None else background
+        background = (self.in_notebook and not headless()) if background is None else background
 
         def run():
             try:
@@ -274,6 +276,13 @@ class Dashboard:
         if self._error is not None:
             raise self._error
         return self._result
+
+
+def headless() -> bool:
+    """Whether matplotlib draws with no screen to show it on (the Agg backend: ``MPLBACKEND=Agg``)."""
+    import matplotlib
+
+    return matplotlib.get_backend().lower() == "agg"
 
 
 def steps_of(trainer) -> int | None:
