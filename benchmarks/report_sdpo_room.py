@@ -1,4 +1,4 @@
-"""Does GRPO have room in the skill lab, and does SDPO reach it sooner there? (issue 17, goal 2.2's premise)
+"""Does GRPO have room in the skill lab, and does SDPO reach it sooner there?
 
     sdpo_lab_headroom(results) -> str   ``sdpo-lab-headroom`` (bench_sdpo_lab_headroom.py): GRPO from warm
                                         starts with more room, every warm start and learning rate
