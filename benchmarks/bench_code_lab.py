@@ -1,4 +1,4 @@
-"""What the tiny model learns from code feedback: the lab's code task (issue 18), measured.
+"""What the tiny model learns from code feedback: the lab's code task, measured.
 
     python benchmarks/bench_code_lab.py [--seeds S ...] [--dial D ...] [--methods M ...] [--steps N]
                                         [--jobs J] [--out FILE]

@@ -12,7 +12,7 @@ and with one worker (one program at a time), ``--repeats`` times (the median is 
                its time limit plus the interpreter start, never a time limit per test
     mixed      the trivial batch with one looping program first: the delay it adds to the batch
                (mixed minus trivial wall time) against its own wall-clock limit, the time limit
-               plus ``sandbox.STARTUP_S`` for the interpreter's start (issue 18's goal: no
+               plus ``sandbox.STARTUP_S`` for the interpreter's start (the property it checks: no
                timing-out program delays the others by more than its own timeout)
 
 And one lab training step's scoring (``lab_code``, ``sdpo_kit/lab/code_task.py``): 128 completions,

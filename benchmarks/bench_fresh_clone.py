@@ -8,8 +8,8 @@ lines, in order, with its environment) with the output streamed, and records how
 plus each pytest phase of `make test` as pytest
 reports it ("N passed in S s": unit tests, notebooks, the trl 1.15 venv's tests). pip's
 download cache is the machine's own: on a machine that never installed the pinned set, the
-install downloads it (torch's CPU wheel alone is about 200 MB) and takes longer. The brief's
-budget: `make test` on a fresh clone under 20 minutes. Writes ``benchmarks/results/fresh_clone.json``.
+install downloads it (torch's CPU wheel alone is about 200 MB) and takes longer. The target:
+`make test` on a fresh clone under 20 minutes. Writes ``benchmarks/results/fresh_clone.json``.
 """
 
 from __future__ import annotations

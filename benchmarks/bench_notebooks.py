@@ -16,7 +16,7 @@ A full-size run on the default profiles also keeps each executed notebook, outpu
 site shows those copies (``docs/hooks.py``); the notebooks in ``notebooks/`` stay without outputs.
 ``--model NAME`` runs the notebooks on that model's profile (``SDPO_KIT_MODEL``; ``smollm2-135m`` is the
 real CPU model, what ``make test-real`` runs) and adds ``_real`` to the results name for it.
-The brief's budget for smoke mode: 15 minutes on 2 CPU cores.
+The target for smoke mode: 15 minutes on 2 CPU cores.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SDPO where its premise holds: the skill lab's dial, measured (issue 17's experiments).
+"""SDPO where its premise holds: the skill lab's dial, measured.
 
     python benchmarks/bench_sdpo_lab.py [--seeds S ...] [--dial D ...] [--methods M ...] [--steps N] [--out FILE]
                                         [--tune-seeds S ...] [--lr-grid LR ...] [--lr METHOD=LR ...] [--no-runs]
@@ -47,7 +47,7 @@ from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS  # the teacher prompt
 # the dial: SFT steps on teacher prompts (0: the model never saw one); the rest of the recipe is the config's
 DIALS = [0, 500, 1000]
 BASE_CONFIG = "configs/sdpo_lab.yaml"       # the skill lab with TRL's SDPO defaults (token-level, alpha 1, EMA)
-PAPER_CONFIG = "configs/sdpo_paper.yaml"    # the lasgroup recipe on the same lab
+PAPER_CONFIG = "configs/sdpo_paper.yaml"    # the SDPO authors' recipe (lasgroup/SDPO) on the same lab
 
 
 def base() -> dict:
@@ -77,7 +77,7 @@ def method_config(method: str) -> dict:
         t.update(distillation_mode="topk_logits", distillation_topk=100, distillation_add_tail=True)
     elif method == "sdpo_full_logits":
         t.update(distillation_mode="full_logits")
-    elif method == "sdpo_paper":                  # the lasgroup recipe (configs/sdpo_paper.yaml)
+    elif method == "sdpo_paper":                  # the SDPO authors' recipe (configs/sdpo_paper.yaml)
         data = read_config_file(PAPER_CONFIG)
     elif method == "sdpo_frozen":
         t["teacher_model_kind"] = "base"

@@ -1,9 +1,9 @@
-"""Does GRPO climb in the skill lab when the warm start leaves it headroom? (issue 17, goal 2.2's premise)
+"""Does GRPO climb in the skill lab when the warm start leaves it headroom?
 
     python benchmarks/bench_sdpo_lab_headroom.py [--sft-steps N ...] [--widths W ...] [--lrs LR ...]
                                                  [--seeds S ...] [--steps N] [--jobs J] [--out FILE]
 
-Goal 2.2 asks how many steps SDPO needs to reach GRPO's final accuracy, which means something only
+How many steps SDPO needs to reach GRPO's final accuracy (``bench_sdpo_lab.py``) means something only
 where GRPO still improves. On the lab's recipe (``configs/sdpo_lab.yaml``: 2000 plain SFT steps) it
 does not (``bench_sdpo_lab_signal.py``). So this script varies what the warm start leaves to learn:
 the plain SFT budget (``model.lab.sft_steps``; the context steps stay at half of it, the top dial's
@@ -12,8 +12,8 @@ and runs GRPO with the lab's recipe from each warm start at every learning rate 
 seed, held-out greedy accuracy every ``eval_every`` steps, and avg@16 (the mean success rate over 16
 samples at the training temperature, the paper's measure) at the start and the end. Nothing is tuned or
 picked: every cell of the grid is reported, medians over seeds. Each warm start's teacher is measured
-too (``sdpo.teacher_quality``), since goal 2.2 needs a warm start where GRPO climbs *and* the teacher
-reads its context.
+too (``sdpo.teacher_quality``), since that comparison needs a warm start where GRPO climbs *and* the
+teacher reads its context.
 
 Writes ``benchmarks/results/sdpo_lab_headroom.json`` (``runs``: one per warm start, learning rate and
 seed, with ``acc_by_step``; ``summary.table``) and prints a table.

@@ -1,4 +1,5 @@
-"""Goal 2.2 on a warm start that leaves GRPO room *and* has a teacher that reads (issue 17).
+"""How soon SDPO reaches GRPO's final accuracy, from a warm start that leaves GRPO room *and* has a teacher
+that reads.
 
     python benchmarks/bench_sdpo_lab_room.py [--sft-steps N] [--dial C ...] [--methods M ...] [--seeds S ...]
                                              [--tune-seeds S ...] [--lr-grid LR ...] [--steps N] [--jobs J]

@@ -1,4 +1,4 @@
-"""Why test-time SDPO trails multi-turn reprompting on the skill lab (issue 17, goal 3), measured.
+"""Why test-time SDPO trails multi-turn reprompting on the skill lab's hard rows, measured.
 
     python benchmarks/bench_sdpo_lab_transfer.py [--dial D] [--lrs LR ...] [--checkpoints N ...]
                                                  [--samples K] [--batch-size B] [--rows N] [--out FILE]

@@ -7,7 +7,7 @@ the same budget:
 
     grpo_span     VAPOR's surrogate with log P = 0: GRPO on the verifiable span only
                   (``vapor_variant=additive, preference_weight=0``)
-    as_specified  VAPOR as the seed specifies it: h = v x P inside the clip
+    as_specified  VAPOR as this project's design specifies it: h = v x P inside the clip
     additive      the repaired form: GRPO on the span + 1.0 x DPO's -log sigmoid(log P)
 
 and, per run, held-out greedy accuracy before / after and the held-out preference margin

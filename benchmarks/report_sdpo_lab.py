@@ -7,11 +7,11 @@ GRPO per dial, and how soon each method reaches GRPO's final accuracy at the top
     runs_of(results, method, dial), paired_diff(results, method, dial), reach(results, dial)
     sdpo_lab_signal / sdpo_lab_discovery / sdpo_lab_ablations(results) -> str
                                        the blocks ``sdpo-lab-signal*`` (bench_sdpo_lab_signal.py),
-                                       ``sdpo-lab-discovery`` (goal 3 per dial) and ``sdpo-lab-ablations``
+                                       ``sdpo-lab-discovery`` (discovery curves per dial) and ``sdpo-lab-ablations``
     sdpo_lab_transfer(results) -> str   ``sdpo-lab-transfer`` (bench_sdpo_lab_transfer.py): how fast test-time SDPO
-                                       moves the teacher's success into plain sampling (goal 3's why)
+                                       moves the teacher's success into plain sampling (why it trails multi-turn)
     sdpo_lab_stability(results) -> str  ``sdpo-lab-stability``: each teacher over a run three times the
-                                       budget, median held-out accuracy by step (item 6)
+                                       budget, median held-out accuracy by step
 
 GRPO's room (``bench_sdpo_lab_headroom.py``, ``bench_sdpo_lab_room.py``) is reported by ``report_sdpo_room``.
 """
@@ -61,24 +61,26 @@ def steps_fmt(x) -> str:
     return "None" if x is None else f"{x:g}"
 
 
-def reach_goal(r: dict, budget: int, method: str = "sdpo") -> str:
-    """Issue 17's goal 2.2 for ``method``, on one ``reach`` result: at most half of GRPO's steps to GRPO's final
-    accuracy. Read two ways, both stated: against GRPO's budget (the steps GRPO ran to get there) and against the
-    steps GRPO itself first reached it in (which is what "sooner" means when GRPO gets there before the end)."""
+def steps_vs_grpo(r: dict, budget: int, method: str = "sdpo") -> str:
+    """One sentence for ``method`` on one ``reach`` result: the median steps it takes to reach GRPO's final
+    accuracy, as a share of GRPO's budget (the steps GRPO ran to get there) and of the steps GRPO itself first
+    reached it in (what "sooner" means when GRPO gets there before the end), and whether each share is at most
+    one half ("" for a method the run did not have)."""
     v, grpo = r["methods"].get(method), r["methods"].get("grpo", {}).get("median")
     if v is None:
         return ""
     if v["median"] is None:
-        return f"`{method}` never reaches GRPO's final accuracy within {budget} steps. Goal (at most half of GRPO's steps): not met."
+        return f"`{method}` never reaches GRPO's final accuracy within {budget} steps. Within half of GRPO's steps: no."
     by_budget = v["median"] / budget
     by_grpo = None if not grpo else v["median"] / grpo
-    verdict = {(True, True): "met both ways", (True, False): "met against the budget, not against GRPO's own steps",
-               (False, False): "not met", (False, True): "met against GRPO's own steps, not against the budget"}
+    within = {(True, True): "yes, both against the budget and against GRPO's own steps",
+              (True, False): "yes against the budget, no against GRPO's own steps",
+              (False, False): "no", (False, True): "yes against GRPO's own steps, no against the budget"}
     key = (by_budget <= 0.5, by_grpo is not None and by_grpo <= 0.5)
     grpo_part = "" if by_grpo is None else f", {by_grpo:.2f} of the {steps_fmt(grpo)} GRPO itself first reaches it in"
     return (f"`{method}` reaches it at a median of {steps_fmt(v['median'])} steps ({v['reached']} of "
             f"{len(v['steps'])} seeds): {by_budget:.2f} of GRPO's {budget}-step budget{grpo_part}. "
-            f"Goal (at most half of GRPO's steps): {verdict[key]}.")
+            f"Within half of GRPO's steps: {within[key]}.")
 
 
 def sdpo_lab(res: dict) -> str:
@@ -113,7 +115,7 @@ def sdpo_lab(res: dict) -> str:
         parts += [f"Steps to reach GRPO's median final accuracy ({r['target']:.3f}) at the top dial ({top}), evaluated "
                   f"every {_eval_every(res)} steps:", "",
                   md_table(["method", "steps per seed", "reached", "median steps", "over GRPO's"], reach_rows)]
-        parts += ["", " ".join(g for g in (reach_goal(r, cfg["steps"], m) for m in r["methods"] if m != "grpo") if g)]
+        parts += ["", " ".join(g for g in (steps_vs_grpo(r, cfg["steps"], m) for m in r["methods"] if m != "grpo") if g)]
     else:
         parts += [f"At the top dial ({top}) GRPO's median final accuracy ({r['target']:.3f}) is not above its start "
                   f"({r['target'] - r['gain']:.3f}): GRPO did not improve in {cfg['steps']} steps, so steps-to-GRPO "
@@ -207,9 +209,9 @@ def attempts_to(d: dict, method: str, target: float) -> int | None:
     return next((k for k, rate in zip(d["budgets"], curve) if rate >= target - 1e-9), None)
 
 
-def discovery_goal(d: dict) -> str:
-    """Issue 17's goal 3, on one discovery table: test-time SDPO reaches best-of-k's rate at the largest
-    budget with at most a third of the attempts."""
+def attempts_vs_best_of_k(d: dict) -> str:
+    """One sentence on one discovery table: the attempts test-time SDPO needs to reach the rate best-of-k
+    discovers at the largest budget, and whether that is at most a third of that budget."""
     k_max = d["budgets"][-1]
     target = d["methods"]["best_of_k"]["discovery"][-1]
     if target <= 0:
@@ -217,7 +219,7 @@ def discovery_goal(d: dict) -> str:
     k = attempts_to(d, "test_time_sdpo", target)
     reached = "never within the budget" if k is None else f"at k={k} ({k / k_max:.2f} of the attempts)"
     return (f"Best-of-k reaches {fmt(target)} at k={k_max}; test-time SDPO reaches it {reached}. "
-            f"Goal (at most a third of the attempts): {'met' if k is not None and 3 * k <= k_max else 'not met'}.")
+            f"Within a third of the {k_max} attempts: {'yes' if k is not None and 3 * k <= k_max else 'no'}.")
 
 
 def sdpo_lab_discovery(res: dict) -> str:
@@ -229,7 +231,7 @@ def sdpo_lab_discovery(res: dict) -> str:
     for dial, d in sorted(found.items(), key=lambda kv: int(kv[0])):
         hard, n = d.get("hard_of_heldout", [d["rows"], None])
         parts += [f"**Dial {dial}** ({hard} of {n} held-out problems are hard; the first {d['rows']} are used):", "",
-                  discovery_table(d), "", discovery_goal(d), ""]
+                  discovery_table(d), "", attempts_vs_best_of_k(d), ""]
     return "\n".join(parts + [provenance(res)])
 
 

@@ -1,4 +1,4 @@
-"""Does GRPO have room in the skill lab, and does SDPO reach it sooner there? (issue 17, goal 2.2's premise)
+"""Does GRPO have room in the skill lab, and does SDPO reach it sooner there?
 
     sdpo_lab_headroom(results) -> str   ``sdpo-lab-headroom`` (bench_sdpo_lab_headroom.py): GRPO from warm
                                         starts with more room, every warm start and learning rate
@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 
 from report_format import fmt, lr_tag, md_table, provenance
-from report_sdpo_lab import median_curve, reach, reach_goal, sdpo_lab, sdpo_lab_fields
+from report_sdpo_lab import median_curve, reach, sdpo_lab, sdpo_lab_fields, steps_vs_grpo
 
 
 def headroom_rows(res: dict) -> list[dict]:
@@ -99,12 +99,12 @@ def sdpo_lab_room(res: dict) -> str:
 
 def sdpo_lab_room_fields(res: dict) -> dict:
     """``sdpo_lab_fields`` at this warm start (``<!--f:sdpo_lab_room.KEY-->``), plus each dial's teacher
-    (``plain_<dial>``, ``demo_<dial>``) and the goal's sentence per method (``goal_<method>``)."""
+    (``plain_<dial>``, ``demo_<dial>``) and per method the sentence on its steps to GRPO's final accuracy (``reach_<method>``)."""
     out = sdpo_lab_fields(res)
     for d, q in res["summary"]["teacher"].items():
         out[f"plain_{d}"], out[f"demo_{d}"] = fmt(q["plain_acc"]), fmt(q["demo_acc"])
     r = reach(res, str(res["config"]["dials"][-1]))
     for m in res["config"]["methods"]:
         if m != "grpo":
-            out[f"goal_{m}"] = reach_goal(r, res["config"]["steps"], m) or "n/a"
+            out[f"reach_{m}"] = steps_vs_grpo(r, res["config"]["steps"], m) or "n/a"
     return out

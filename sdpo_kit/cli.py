@@ -6,7 +6,7 @@
 
 ``train`` loads the config (``sdpo_kit.registry.load_config``), the policy (``models.load_policy``), the
 task splits and the rewards (``rewards.make_reward``; model-scored rewards score with the
-policy itself, as the design notes do), then builds the trainer that ``(algorithm, backend)``
+policy itself unless their ``scorer`` says otherwise), then builds the trainer that ``(algorithm, backend)``
 registers (``sdpo_kit.registry``) and runs it. Every trainer writes the same files:
 
     D/metrics.jsonl      one JSON row per step: step, reward/mean, reward/std, loss, ...,
@@ -161,7 +161,7 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
     )
     weights = [r.get("weight", 1.0) for r in cfg.reward]
     specs = [{k: v for k, v in r.items() if k != "weight"} for r in cfg.reward]
-    # model-scored rewards (inverse_loss, supervised) score with the policy itself, as in the design notes
+    # model-scored rewards (inverse_loss, supervised) get the policy as their scorer (scorer="policy", their default)
     try:
         reward_funcs = make_reward(specs, model=model, tokenizer=tokenizer, task=task)
     except ValueError as e:  # unknown type / option: a config problem, reported as one

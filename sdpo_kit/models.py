@@ -35,7 +35,7 @@ import torch
 
 TINY_LAB = "tiny-lab"
 SMOLLM2 = "smollm2-135m"   # the real CPU model (lab.real_model)
-# LoRA as in the design notes: r=16 on every attention and MLP projection, alpha 16, no dropout
+# LoRA defaults: r=16 on every attention and MLP projection, alpha 16, no dropout (Unsloth's notebooks' usual start)
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LORA_DEFAULTS = {"r": 16, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": list(LORA_TARGETS)}
 
@@ -118,7 +118,7 @@ def _not_available(name: str, err: Exception) -> ModelNotAvailableError:
 
 def _load_unsloth(name, *, max_seq_length, load_in_4bit, dtype, lora, trust_remote_code,
                   fast_inference=False, gpu_memory_utilization=None):
-    """Unsloth's fast path on a CUDA GPU: 4-bit base + LoRA adapters (the design notes' recipe),
+    """Unsloth's fast path on a CUDA GPU: 4-bit base + LoRA adapters (Unsloth's QLoRA recipe),
     with vLLM inside for generation when ``fast_inference`` (its LoRA rank capped at ours)."""
     from unsloth import FastLanguageModel  # imported late: unsloth patches transformers on import
 

@@ -15,9 +15,9 @@ REQUIRED = {"step", "reward/mean", "reward/std", "loss"}
 
 @pytest.mark.parametrize("name", ["default", "unsupervised", "supervised", "demo"])
 def test_shipped_configs_load(name):
-    """Every shipped YAML loads with no unknown key; the design notes' reward types are where the
-    seed puts them (default and unsupervised: inverse loss; supervised: coverage-weighted CE
-    on the answer column; demo: exact match with the scratch backend)."""
+    """Every shipped YAML loads with no unknown key, each with its reward (default and unsupervised:
+    inverse loss; supervised: coverage-weighted CE on the answer column; demo: exact match with the
+    scratch backend)."""
     cfg = load_config(CONFIGS / f"{name}.yaml")
     assert cfg.model.name == "tiny-lab"
     want = {"default": "inverse_loss", "unsupervised": "inverse_loss", "supervised": "supervised",
@@ -143,7 +143,7 @@ def test_train_with_lora_saves_only_the_adapter(tmp_path):
 
 
 def test_default_config_scores_with_the_policy_itself(tmp_path, monkeypatch):
-    """configs/default.yaml runs the design notes' unsupervised inverse loss: make_reward gets the
+    """configs/default.yaml runs the unsupervised inverse loss: make_reward gets the
     policy being trained as the scorer, and the logged reward is a mean log-prob (<= 0)."""
     from sdpo_kit import rewards
 

@@ -1,8 +1,8 @@
 """The code runner, its sandbox and the ``code`` reward.
 
-Every bad completion of issue 18's list scores 0 with a feedback line that names the failure,
-the run goes on, and the host is unharmed (the parent alive, no file written outside, no secret
-read, no connection made, no process left behind). Then: passing programs in both test forms,
+Every bad completion (an infinite loop, a fork bomb, 10 GB allocated, a full disk, a socket, ...)
+scores 0 with a feedback line that names the failure, the run goes on, and the host is unharmed (the
+parent alive, no file written outside, no secret read, no connection made, no process left behind). Then: passing programs in both test forms,
 the SDPO authors' feedback format and its cuts, the pool's order and timing, the test split and
 the reward. Time limits are 1 s to keep the file fast on a loaded machine.
 """
@@ -83,7 +83,7 @@ def bad(code: str, tests=ADD, **kw):
 
 
 # ---------------------------------------------------------------------------------------
-# issue 18, section 2: each bad completion is contained
+# each bad completion is contained
 # ---------------------------------------------------------------------------------------
 def test_infinite_loop_hits_the_time_limit_and_skips_the_other_tests():
     """A loop costs one time limit (the second test is skipped), not one per test."""

@@ -51,7 +51,7 @@ def test_fields_and_block_hold_the_paired_differences():
     block = lab.sdpo_lab(results())
     assert "| 9 | `sdpo` | 0.0001 | 0.865 | 0.900, 0.830 | +0.005 |" in block
     assert "| `sdpo` | 25, None | 1 of 2 | 25 | 0.50 |" in block
-    assert "Goal (at most half of GRPO's steps): met both ways." in block
+    assert "Within half of GRPO's steps: yes, both against the budget and against GRPO's own steps." in block
 
 
 def test_summary_block_holds_each_dials_medians_and_paired_difference():
@@ -63,19 +63,20 @@ def test_summary_block_holds_each_dials_medians_and_paired_difference():
     assert "after 50 steps, seeds 0, 1" in block and "commit `abc`" in block
 
 
-def test_goal_22_is_read_against_the_budget_and_against_grpos_own_steps():
+def test_steps_vs_grpo_is_read_against_the_budget_and_against_grpos_own_steps():
     r = {"methods": {"grpo": {"steps": [100, 100], "reached": 2, "median": 100},
                      "sdpo": {"steps": [25, 75], "reached": 2, "median": 50.0}}}
-    line = lab.reach_goal(r, 200)
+    line = lab.steps_vs_grpo(r, 200)
     assert "median of 50 steps (2 of 2 seeds): 0.25 of GRPO's 200-step budget, 0.50 of the 100" in line
-    assert line.endswith("Goal (at most half of GRPO's steps): met both ways.")
+    assert line.endswith("Within half of GRPO's steps: yes, both against the budget and against GRPO's own steps.")
     r["methods"]["grpo"]["median"] = 50                                   # GRPO got there as soon as SDPO
-    assert lab.reach_goal(r, 200).endswith("met against the budget, not against GRPO's own steps.")
+    assert lab.steps_vs_grpo(r, 200).endswith("yes against the budget, no against GRPO's own steps.")
     r["methods"]["sdpo"]["median"] = 150
-    assert lab.reach_goal(r, 200).endswith("not met.") and "met against" not in lab.reach_goal(r, 200)
+    assert lab.steps_vs_grpo(r, 200).endswith("Within half of GRPO's steps: no.")
     r["methods"]["sdpo"] = {"steps": [None, None], "reached": 0, "median": None}
-    assert "never reaches" in lab.reach_goal(r, 200) and lab.reach_goal(r, 200).endswith("not met.")
-    assert lab.reach_goal(r, 200, "sdpo_feedback") == ""                   # a method the run did not have
+    line = lab.steps_vs_grpo(r, 200)
+    assert "never reaches" in line and line.endswith("Within half of GRPO's steps: no.")
+    assert lab.steps_vs_grpo(r, 200, "sdpo_feedback") == ""                # a method the run did not have
 
 
 def test_no_steps_to_grpo_when_grpo_did_not_improve():
@@ -94,13 +95,14 @@ def discovery(best, tts) -> dict:
                         "test_time_sdpo": {"discovery": tts}}}
 
 
-def test_discovery_goal_compares_attempts_at_best_of_ks_final_rate():
+def test_attempts_vs_best_of_k_compares_attempts_at_best_of_ks_final_rate():
     assert lab.attempts_to(discovery([0.1, 0.2, 0.3, 0.5], [0.2, 0.5, 0.6, 0.7]), "test_time_sdpo", 0.5) == 16
-    met = lab.discovery_goal(discovery([0.1, 0.2, 0.3, 0.5], [0.2, 0.5, 0.6, 0.7]))
-    assert "k=16 (0.25 of the attempts)" in met and met.endswith("met.") and "not met" not in met
-    assert "not met" in lab.discovery_goal(discovery([0.1, 0.2, 0.3, 0.5], [0.1, 0.2, 0.5, 0.6]))   # k=32: a half
-    assert "never within the budget" in lab.discovery_goal(discovery([0.1, 0.2, 0.3, 0.5], [0.1, 0.1, 0.2, 0.3]))
-    assert "discovers nothing" in lab.discovery_goal(discovery([0.0] * 4, [0.0] * 4))
+    yes = lab.attempts_vs_best_of_k(discovery([0.1, 0.2, 0.3, 0.5], [0.2, 0.5, 0.6, 0.7]))
+    assert "k=16 (0.25 of the attempts)" in yes and yes.endswith("Within a third of the 64 attempts: yes.")
+    half = lab.attempts_vs_best_of_k(discovery([0.1, 0.2, 0.3, 0.5], [0.1, 0.2, 0.5, 0.6]))   # k=32: a half
+    assert half.endswith("Within a third of the 64 attempts: no.")
+    assert "never within the budget" in lab.attempts_vs_best_of_k(discovery([0.1, 0.2, 0.3, 0.5], [0.1, 0.1, 0.2, 0.3]))
+    assert "discovers nothing" in lab.attempts_vs_best_of_k(discovery([0.0] * 4, [0.0] * 4))
 
 
 def test_discovery_and_signal_blocks_render():
@@ -184,10 +186,10 @@ def test_room_block_names_its_warm_starts_and_grpos_curve_then_the_lab_tables():
     assert "| 0 | 0.800 | 0.000 |" in text                        # the teacher at every dial, trained or not
 
 
-def test_room_fields_hold_each_dials_teacher_and_the_goal():
+def test_room_fields_hold_each_dials_teacher_and_steps_to_grpo():
     f = room.sdpo_lab_room_fields(room_results())
     assert f["plain_9"] == "0.780" and f["demo_9"] == "0.970" and f["demo_0"] == "0.000"
-    assert f["goal_sdpo"].endswith("Goal (at most half of GRPO's steps): met both ways.")
+    assert f["reach_sdpo"].endswith("Within half of GRPO's steps: yes, both against the budget and against GRPO's own steps.")
     assert f["sdpo_minus_grpo_max"] == "+0.005"
 
 

@@ -1,5 +1,5 @@
 """Rewards: verifiable rewards on tables of (completion, expected), the model-scored rewards
-against the design notes' per-example code, batching, the zero-advantage pitfall and the factory.
+against reference code that runs one forward per example, batching, the zero-advantage pitfall and the factory.
 
 Model-scored rewards run on the untrained tiny lab model (float32, CPU); batched and
 per-example scores agree within atol=1e-5.
@@ -186,10 +186,10 @@ def test_verifiable_names_and_required_columns():
 
 
 # ---------------------------------------------------------------------------------------
-# model-scored rewards: naive references (the design notes' code, one forward per example)
+# model-scored rewards: naive references (each formula read literally, one forward per example)
 # ---------------------------------------------------------------------------------------
-def seed_inverse_loss(model, tokenizer, prompts, completions):
-    """The design notes' ``inverse_loss_reward`` body, transcribed (prompts already rendered)."""
+def reference_inverse_loss(model, tokenizer, prompts, completions):
+    """The inverse loss's plain form, one forward per example (prompts already rendered)."""
     rewards = []
     for prompt, completion in zip(prompts, completions):
         text = prompt + completion
@@ -209,8 +209,8 @@ def seed_inverse_loss(model, tokenizer, prompts, completions):
     return rewards
 
 
-def seed_coverage_ce(model, tokenizer, answer, completion):
-    """The design notes' ``_compute_completion_cross_entropy``, transcribed."""
+def reference_coverage_ce(model, tokenizer, answer, completion):
+    """The coverage-weighted CE's plain form, one forward per example."""
     answer_tokens = tokenizer(answer, add_special_tokens=False)["input_ids"]
     completion_tokens = tokenizer(completion, add_special_tokens=False)["input_ids"]
     inputs = tokenizer(completion, return_tensors="pt").to(model.device)
@@ -257,30 +257,30 @@ ANSWERS = ["9", "9", "3", "27", "0", "9", "10", "7", "24", "15"]
 
 
 def test_inverse_loss_matches_the_seed_loop(model, tok):
-    """Batched inverse loss == the design notes' one-forward-per-example code on chat prompts
+    """Batched inverse loss == the one-forward-per-example reference on chat prompts
     (rendered with the chat template) and chat-format completions, atol=1e-5."""
     fn = inverse_loss_reward(model, tok, micro_batch_size=4)
     got = fn(prompts=PROMPTS, completions=[chat(c) for c in COMPLETIONS])
-    want = seed_inverse_loss(model, tok, render_prompts(tok, PROMPTS), COMPLETIONS)
+    want = reference_inverse_loss(model, tok, render_prompts(tok, PROMPTS), COMPLETIONS)
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=0, atol=ATOL)
     assert all(w < 0 for w in want)  # every completion here is non-empty: a real score
 
 
 def test_inverse_loss_matches_the_seed_loop_on_string_prompts(model, tok):
-    """Plain string prompts are used as they are (no template) and still match the design notes."""
+    """Plain string prompts are used as they are (no template) and still match the reference."""
     prompts = ["3+5+1=", "Q: 7+0+2=\nA:", "x"] * 2
     comps = ["9", " 9", "yz", "99", "hello world", "0"]
     got = inverse_loss_reward(model, tok, micro_batch_size=4)(prompts=prompts, completions=comps)
-    want = seed_inverse_loss(model, tok, prompts, comps)
+    want = reference_inverse_loss(model, tok, prompts, comps)
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=0, atol=ATOL)
 
 
 def test_coverage_ce_matches_the_seed_loop(model, tok):
-    """Batched coverage-weighted CE == the design notes' per-example function, atol=1e-5, on
+    """Batched coverage-weighted CE == the per-example reference, atol=1e-5, on
     completions shorter, as long as and longer than the answer."""
     fn = coverage_weighted_ce_reward(model, tok, micro_batch_size=4)
     got = fn(prompts=PROMPTS, completions=[chat(c) for c in COMPLETIONS], answer=ANSWERS)
-    want = [seed_coverage_ce(model, tok, a, c) for a, c in zip(ANSWERS, COMPLETIONS)]
+    want = [reference_coverage_ce(model, tok, a, c) for a, c in zip(ANSWERS, COMPLETIONS)]
     torch.testing.assert_close(torch.tensor(got), torch.tensor(want), rtol=0, atol=ATOL)
     # "9" (one token) cannot be scored, "<answer>9</answer>" can: both cases are in the table
     assert want[0] == 0.0 and want[5] < 0

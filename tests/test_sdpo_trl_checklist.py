@@ -1,5 +1,4 @@
-"""The design notes' checklist (phase 5b) for our SDPOTrainer(GRPOTrainer), with the tiny lab in
-place of Qwen: each item on a few steps of the real TRL trainer (a 10-step run included), not a
+"""A checklist of what our SDPOTrainer(GRPOTrainer) must get right, with the tiny lab in place of Qwen: each item on a few steps of the real TRL trainer (a 10-step run included), not a
 full training run to convergence (benchmarks/bench_sdpo.py does those). Every test name carries
 "trl": `make test-trl115` runs them on trl 1.15 too."""
 

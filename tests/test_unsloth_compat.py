@@ -1,4 +1,4 @@
-"""Unsloth's fast path (the design notes' phase 7): SDPOTrainer / VAPORTrainer must derive from the
+"""Unsloth's fast path: SDPOTrainer / VAPORTrainer must derive from the
 GRPOTrainer Unsloth patches. Needs a CUDA GPU and unsloth installed: skipped otherwise (CI has
 neither; see docs/concepts/sdpo.md). Each test runs in a fresh interpreter, since the import
 order is the point."""

@@ -1,12 +1,11 @@
-"""``TeacherStudentPPOConfig``: the design notes' PPO knobs (its names and defaults) plus distillation.
+"""``TeacherStudentPPOConfig``: classic RLHF PPO's knobs (trl 0.11.4's ``PPOConfig`` names) plus distillation.
 
-Names and defaults follow the design notes' ``CustomPPOConfig`` where it gives them (learning_rate 1e-5,
-batch_size 8, mini_batch_size 4, ppo_epochs 4, early_stopping on with target_kl 0.1, init_kl_coef
-0.2 with adaptive control, score scaling and normalising on), and classic trl 0.11.4's
-``PPOConfig`` for the rest (target 6, horizon 10000, kl_penalty "kl", gamma 1, lam 0.95,
-cliprange 0.2, cliprange_value 0.2, vf_coef 0.1, whiten_rewards off). Ours: ``kd_coef`` and
-``kd_temperature`` (distillation from a teacher), ``ppo_coef`` (0 leaves distillation alone),
-the teacher to load, and the sampling knobs the scratch trainers share.
+Defaults: this project's own for some (learning_rate 1e-5, batch_size 8, mini_batch_size 4,
+ppo_epochs 4, early_stopping on with target_kl 0.1, init_kl_coef 0.2 with adaptive control, score
+scaling and normalising on), classic trl 0.11.4's ``PPOConfig`` defaults for the rest (target 6,
+horizon 10000, kl_penalty "kl", gamma 1, lam 0.95, cliprange 0.2, cliprange_value 0.2, vf_coef 0.1,
+whiten_rewards off). Ours: ``kd_coef`` and ``kd_temperature`` (distillation from a teacher), ``ppo_coef``
+(0 leaves distillation alone), the teacher to load, and the sampling knobs the scratch trainers share.
 """
 
 from __future__ import annotations

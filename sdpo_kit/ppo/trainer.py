@@ -17,8 +17,8 @@ The pure pieces are ``ppo.loss`` (each equal to trl 0.11.4); the knobs ``Teacher
 after a worked demonstration: the teacher is then the same model made stronger by its context, and
 distillation moves that context into the student's weights (context distillation, Snell et al. 2022,
 arXiv:2209.15189). It is a constructor argument, not a config key.
-The ``_setup_*`` methods (optimizer, scheduler, early stopping, score processing) are the design notes'
-hooks: override one in a subclass to change that piece alone.
+The ``_setup_*`` methods (optimizer, scheduler, early stopping, score processing) are hooks, one per
+piece: override one in a subclass to change that piece alone.
 
 Metric keys: reward/mean, reward/std, reward/score_raw, loss, loss/policy, loss/value, loss/kd,
 stats/kl_coef, stats/kl, stats/policy_kl, stats/approx_kl, stats/clip_frac, stats/vf_clip_frac,
@@ -68,7 +68,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         train_rows: dicts with ``prompt`` and the rewards' columns.
         config: ``TeacherStudentPPOConfig``.
         teacher: a causal LM with the student's tokenizer (None: no distillation). Its logits on
-            the student's tokens are a plain forward: the design notes' ``get_teacher_logits``.
+            the student's tokens are a plain forward (after ``teacher_prompt``'s prompt), under no_grad.
         teacher_prompt: a row's prompt -> the prompt the teacher reads before the response (None: the
             student's own prompt), e.g. ``lambda p: demonstration + p`` for chat messages.
         eval_fn, callbacks, reward_weights: as the other scratch trainers.
@@ -95,7 +95,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         self._setup_early_stopping()
         self._setup_score_processing()
 
-    # --- the design notes' hooks ---------------------------------------------------------------
+    # --- hooks: override one to change that piece alone ---------------------------------------
     @property
     def updates_per_step(self) -> int:
         return self.config.ppo_epochs * self.config.updates_per_epoch

@@ -1,4 +1,9 @@
-"""Model-scored rewards: a causal LM's likelihoods as the reward (the design notes' two, and a sounder one).
+"""Model-scored rewards: a causal LM's likelihoods as the reward.
+
+Two of them are this project's own proposals, not published methods, kept here as cases to study and
+implemented exactly as their formulas read, flaws included: the unsupervised inverse loss
+(``inverse_loss_reward``) and the supervised coverage-weighted cross-entropy
+(``coverage_weighted_ce_reward``). The third, ``answer_likelihood_reward``, is a sounder supervised one.
 
 Batched: sequences are padded, one forward pass per micro-batch under ``torch.no_grad()``,
 never a Python loop of single forwards. The scorer is put in eval mode while it scores (no
@@ -103,7 +108,8 @@ def _mean_target_logprob(model, tokenizer, contexts: Sequence[Sequence[int]], ta
 
 
 def inverse_loss_reward(model, tokenizer, *, scorer: str = "policy", micro_batch_size: int = 64) -> RewardFunc:
-    """The design notes' unsupervised reward: minus the mean cross-entropy of the completion given the prompt.
+    """An unsupervised reward (this project's proposal, not a published method): minus the mean cross-entropy
+    of the completion given the prompt.
 
     For a prompt q (chat prompts rendered with the tokenizer's chat template) and a completion
     o of |o| tokens, scored by the model p:
@@ -111,17 +117,16 @@ def inverse_loss_reward(model, tokenizer, *, scorer: str = "policy", micro_batch
         R(o) = -CE(o | q) = (1/|o|) sum_{t=1}^{|o|} log p(o_t | q, o_<t),     R(empty) = 0.0
 
     so R <= 0, and higher means "more likely under the scorer". The completion is its text
-    only (no eos appended), as in the design notes. Prompt and completion are tokenized separately
-    without special tokens and concatenated; for the tiny lab's character tokenizer this is
-    token for token the design notes' ``tokenizer(prompt + completion)`` and its slice
-    ``token_losses[prompt_length - 1:]`` (a tokenizer that adds a BOS would shift the design notes'
-    slice by one, also scoring the prompt's last token). With an empty prompt the first
-    completion token has nothing to be predicted from and is left out (the design notes would score
-    only the last token there).
+    only (no eos appended). Prompt and completion are tokenized separately without special
+    tokens and concatenated; for the tiny lab's character tokenizer this is token for token the
+    one-example form, ``tokenizer(prompt + completion)`` and the slice ``token_losses[prompt_length - 1:]``
+    (the reference in ``tests/test_rewards.py``; a tokenizer that adds a BOS would shift that slice by
+    one, also scoring the prompt's last token). With an empty prompt the first completion token has
+    nothing to be predicted from and is left out (that slice would score only the last token there).
 
     Batched: one forward per ``micro_batch_size`` completions, under ``torch.no_grad()``.
 
-    ``scorer="policy"`` (the design notes') scores with the model being trained; ``"frozen"`` with a
+    ``scorer="policy"`` (the default, as proposed) scores with the model being trained; ``"frozen"`` with a
     deep copy taken now (eval mode, no gradients), which never moves.
 
     Why the self-scored version invites collapse: the reward is the policy's own likelihood
@@ -154,8 +159,8 @@ def _coverage_ce(model, tokenizer, completions: Sequence[str], answers: Sequence
     """-CE(logits of the completion alone, answer tokens) * coverage, batched (see the reward)."""
     pad_id = _pad_id(tokenizer)
     device = next(model.parameters()).device
-    inputs = _encode(tokenizer, completions, add_special_tokens=True)  # the design notes: tokenizer(completion)
-    comp_tokens = _encode(tokenizer, completions)                      # the design notes: add_special_tokens=False
+    inputs = _encode(tokenizer, completions, add_special_tokens=True)  # the formula's tokenizer(completion)
+    comp_tokens = _encode(tokenizer, completions)                      # its coverage: add_special_tokens=False
     ans_tokens = _encode(tokenizer, answers)
     # logits[:-1] has len(inputs) - 1 positions; min_len == 0 scores 0.0 with no forward
     min_len = [min(max(len(x) - 1, 0), len(a)) for x, a in zip(inputs, ans_tokens)]
@@ -180,7 +185,7 @@ def _coverage_ce(model, tokenizer, completions: Sequence[str], answers: Sequence
 
 def coverage_weighted_ce_reward(model, tokenizer, answer_field: str = "answer", *, scorer: str = "policy",
                                 micro_batch_size: int = 64) -> RewardFunc:
-    """The design notes' supervised reward, exactly as its formula reads.
+    """A supervised reward (this project's proposal, not a published method), exactly as its formula reads.
 
     Run the model on the completion tokens c_1..c_n ALONE (no prompt), keep the shifted
     logits z_1..z_{n-1} (z_k is the prediction made after reading c_1..c_k) and score them
@@ -193,7 +198,7 @@ def coverage_weighted_ce_reward(model, tokenizer, answer_field: str = "answer", 
 
     Kept literal: the model input is ``tokenizer(completion)`` with the tokenizer's default
     ``add_special_tokens`` and the coverage counts ``tokenizer(completion,
-    add_special_tokens=False)``, as in the design notes; the tiny lab's character tokenizer adds no
+    add_special_tokens=False)``, as the formula has them; the tiny lab's character tokenizer adds no
     special tokens, so both are the completion's characters.
 
     Why not plain answer perplexity: ``ppl(prompt + answer)`` does not depend on the

@@ -132,7 +132,7 @@ REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
              timeout_s=2.0, memory_mb=1024, workers=None:
              code_reward(tests_field, partial, test_fraction, split_seed, timeout_s, memory_mb, workers), False),
 }
-REWARD_BUILDERS["coverage_ce"] = REWARD_BUILDERS["supervised"]  # alias: the design notes call it "supervised"
+REWARD_BUILDERS["coverage_ce"] = REWARD_BUILDERS["supervised"]  # alias: "supervised" names what it needs, this what it computes
 REWARD_TYPES = tuple(sorted(REWARD_BUILDERS))
 
 
@@ -155,7 +155,7 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
         format_and_match     answer_field="answer", format_weight=0.2
         inverse_loss         scorer="policy" | "frozen", micro_batch_size=64     (needs model, tokenizer)
         supervised           answer_field="answer", scorer, micro_batch_size     (needs model, tokenizer)
-        coverage_ce          alias of supervised (the design notes' coverage-weighted CE)
+        coverage_ce          alias of supervised (the coverage-weighted CE, model_scored.py)
         answer_likelihood    answer_field="answer", separator="\\nAnswer: ", scorer, micro_batch_size
                                                                                   (needs model, tokenizer)
         reward_model         name="tiny-lab" (built in code) | a sequence-classification model dir / hub id,

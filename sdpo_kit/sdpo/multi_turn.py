@@ -1,4 +1,4 @@
-"""Multi-turn reprompting (the design notes' iterative refinement): solve one question by
+"""Multi-turn reprompting (also called iterative refinement): solve one question by
 reprompting it with feedback. Nothing is trained: the policy's weights never change.
 
     round 1:   sample N candidates for the question; score them (reward and feedback)

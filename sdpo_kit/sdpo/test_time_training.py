@@ -20,7 +20,7 @@ copy of the policy on one hard question until it discovers a solution.
 Discovery rate at k attempts: the fraction of questions with a success within their first k
 attempts. ``discovery_curves`` measures it at equal attempts for best-of-k (the first success in a
 stream of plain samples), multi-turn reprompting (``sdpo/multi_turn.py``, no training) and
-test-time SDPO; ``hard_rows`` picks the hard questions (issue 17's cut: held-out ones the warm
+test-time SDPO; ``hard_rows`` picks the hard questions (by default held-out ones the warm
 start solves in under 10% of its samples; the paper's very hard questions are pass@64 < 0.03). The paper reports test-time SDPO reaching best-of-k's
 discovery rate with about 3x fewer attempts.
 
@@ -294,6 +294,6 @@ def success_rates(model, tokenizer, task, rows: Sequence[dict], reward_fn: Calla
 def hard_rows(model, tokenizer, task, rows: Sequence[dict], reward_fn: Callable, *, samples: int = 32,
               below: float = 0.1, seed: int = 0, **kwargs) -> list[dict]:
     """The rows whose success rate over ``samples`` plain samples (``success_rates``, ``kwargs``
-    to it) is under ``below`` (default 0.1, issue 17's cut; the paper's very hard questions are pass@64 < 0.03)."""
+    to it) is under ``below`` (default 0.1; the paper's very hard questions are pass@64 < 0.03)."""
     rates = success_rates(model, tokenizer, task, rows, reward_fn, samples=samples, seed=seed, **kwargs)
     return [r for r, p in zip(rows, rates) if p < below]

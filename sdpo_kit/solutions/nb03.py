@@ -18,5 +18,6 @@ def no_empty(fn, penalty: float = -10.0):
 # Exercise 2: the separator of the tiny lab's warm-start copy prompts (HINT_TEMPLATE), one it has seen.
 MY_SEPARATOR = "\nCorrect answer: "
 
-# Exercise 3: the design notes' config's KL weight; it slows the self-scored collapse, it does not stop it.
+# Exercise 3: DeepSeekMath's GRPO KL weight (configs/default.yaml's too); it slows the self-scored collapse,
+# it does not stop it.
 EX3_BETA = 0.04

@@ -3,7 +3,7 @@
     for step in 1..max_steps:
         q, (y_w, y_l) <- prompts_per_step rows with their chosen / rejected pair
         o             <- G completions per prompt;  r <- verifiable reward (the span's exact match)
-        A             <- r - mean of the group        (scale_rewards="none": no std, as the design notes say)
+        A             <- r - mean of the group        (scale_rewards="none": no std, as VAPOR is specified)
         S             <- each completion's verifiable span (verifiable_term_split's tags)
         log pi_ref(y_w), log pi_ref(y_l) over the preference spans, once
         for mu = 1..num_iterations:
@@ -13,7 +13,7 @@
 ``vapor_variant="additive"`` is the repaired form the VAPOR notebook measures: GRPO's clipped
 surrogate on the span (log P = 0 inside it) plus ``preference_weight`` x DPO's loss
 ``-log sigmoid(log P)`` on the pairs. ``beta`` keeps TRL's meaning (the KL weight);
-``preference_beta`` is the design notes' preference temperature.
+``preference_beta`` is the preference term's temperature (DPO's beta).
 
 Metric keys (besides GRPO's): vapor/preference_term (mean P), vapor/log_preference (mean log P),
 vapor/verifiable_ratio (mean v), vapor/span_found_frac, vapor/preference_found_frac, and with the
@@ -53,10 +53,10 @@ class VAPORFields:
 
     verifiable_term_split: tuple = ("<answer>", "</answer>")   # tags around the verifiable span
     preference_term_split: tuple = ("<answer>", "</answer>")   # tags around the preference span of y_w / y_l
-    preference_beta: float = 0.1      # the design notes' beta: DPO's temperature on the preference margin
+    preference_beta: float = 0.1      # DPO's beta: the temperature on the preference margin
     vapor_variant: str = "as_specified"  # as_specified | additive (GRPO on the span + preference_weight x DPO)
     preference_weight: float = 1.0    # lambda of the additive variant
-    scale_rewards: str = "none"       # A_i = r_i - mean of its group, no std scaling (the design notes)
+    scale_rewards: str = "none"       # A_i = r_i - mean of its group, no std scaling (as VAPOR is specified)
 
     def __post_init__(self):
         super().__post_init__()

@@ -1,5 +1,6 @@
 """VAPOR: a verifiable-reward ratio on a tagged span times a DPO-style preference term, inside
-PPO's clipped surrogate (the design notes' objective, made precise).
+PPO's clipped surrogate. Not a published method: an objective this project's own design proposed,
+made precise here and studied as a case.
 
 For a prompt p with G sampled completions o_i, the verifiable span S_i of each (the tokens
 between the verifiable tags, ``span_mask``) and one chosen / rejected pair (y_w, y_l):
@@ -7,19 +8,19 @@ between the verifiable tags, ``span_mask``) and one chosen / rejected pair (y_w,
     log v_i = mean_{t in S_i} (logp_it - old_logp_it)          (0 when S_i is empty / not found)
     log P_p = preference_beta * ((log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l)))
     log h_i = clamp(log v_i + log P_p, -20, 20),   h_i = exp(log h_i)     (log space: no overflow)
-    A_i     = r_i - mean_{j in group} r_j                        (no std scaling, as the design notes say)
+    A_i     = r_i - mean_{j in group} r_j                        (no std scaling, as VAPOR is specified)
     loss    = mean_i -min(h_i A_i, clip(h_i, 1 - epsilon, 1 + epsilon_high) A_i)
 
 Names: in TRL, ``beta`` is the KL weight, and it keeps that meaning here (the trainers add
-``beta * vapor_kl``, GRPO's ratio-weighted k3 KL to the reference, separately); the design
-notes' preference temperature is ``preference_beta``. Dimension letters as in ``core.logprobs``, plus P prompts (B = P * G).
+``beta * vapor_kl``, GRPO's ratio-weighted k3 KL to the reference, separately); the preference
+term's temperature is ``preference_beta``. Dimension letters as in ``core.logprobs``, plus P prompts (B = P * G).
 
 Also here: ``preference_dpo_loss``, DPO's ``-log sigmoid(log P)`` on the same pairs, the
 preference half of the additive variant (GRPO on the span plus lambda x DPO) that the VAPOR
 notebook compares with the product form.
 
 Left out on purpose: token-level preference terms and several pairs per prompt (one pair per
-prompt, as the design notes have it).
+prompt, as VAPOR is specified).
 """
 
 from __future__ import annotations

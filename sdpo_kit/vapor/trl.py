@@ -1,4 +1,4 @@
-"""VAPOR on TRL: ``VAPORTrainer(GRPOTrainer)`` and ``VAPORConfig(GRPOConfig)`` (the design notes' plan).
+"""VAPOR on TRL: ``VAPORTrainer(GRPOTrainer)`` and ``VAPORConfig(GRPOConfig)`` (the objective: ``vapor/loss.py``).
 
 The trainer overrides only what it must:
 
