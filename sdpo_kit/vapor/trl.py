@@ -55,10 +55,10 @@ class VAPORConfig(GRPOConfig):
 
     verifiable_term_split: tuple = field(default=("<answer>", "</answer>"), metadata={"help": "tags of the verifiable span"})
     preference_term_split: tuple = field(default=("<answer>", "</answer>"), metadata={"help": "tags of the preference span"})
-    preference_beta: float = field(default=0.1, metadata={"help": "the design notes' beta: DPO temperature of log P"})
+    preference_beta: float = field(default=0.1, metadata={"help": "VAPOR's preference temperature: the DPO beta of log P"})
     vapor_variant: str = field(default="as_specified", metadata={"help": "as_specified | additive"})
     preference_weight: float = field(default=1.0, metadata={"help": "lambda of the additive variant's DPO term"})
-    scale_rewards: str = field(default="none", metadata={"help": "A = r - mean of the group (the design notes)"})
+    scale_rewards: str = field(default="none", metadata={"help": "A = r - mean of the group (VAPOR's advantage, no std scaling)"})
 
 
 @dataclass
