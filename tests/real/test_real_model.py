@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sdpo_kit.core.sampling import eos_token_ids, render_prompts
-from sdpo_kit.lab.real_model import gguf_metadata, gguf_to_hf, smollm2_gguf
+from sdpo_kit.lab.real_model import gguf_metadata, smollm2_gguf
 from sdpo_kit.models import load_policy
 
 TEXTS = ["76 + 88 = 154", "Hello world!\n  x", "café 12345 déjà vu — ok?", "Tom has 3 apples.\n#### 7",
@@ -67,24 +67,21 @@ def test_load_policy_gives_a_lora_adapter_by_default_as_for_hub_models():
 
 
 def test_a_gguf_path_loads_like_a_folder(tmp_path, monkeypatch, real):
-    """``load_policy(path.gguf)`` converts the file once under the cache and loads it: same logits as
-    the prepared folder; a missing file is a clear ModelNotAvailableError."""
+    """``load_policy(path.gguf)`` converts the file once under the cache into an ordinary folder
+    (safetensors, the tokenizer, the chat template, its own record, no quantization config) and loads
+    it: same logits as the prepared folder; a missing file is a clear ModelNotAvailableError."""
     from sdpo_kit.models import ModelNotAvailableError
 
+    gguf = smollm2_gguf()                      # the prepared file, before the cache moves
     monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path))
-    model, tok = load_policy(str(smollm2_gguf()), lora=False)
+    model, tok = load_policy(str(gguf), lora=False)
     _, ref, _ = real
     ids = torch.tensor([[1, 9690, 198, 28120, 2]])
     with torch.no_grad():
         torch.testing.assert_close(model(ids).logits, ref(ids).logits, rtol=1e-5, atol=1e-5)
-    assert len(list(tmp_path.glob("gguf-*/model.safetensors"))) == 1
+    (folder,) = tmp_path.glob("gguf-*")
+    names = {p.name for p in folder.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "chat_template.jinja", "sdpo_kit_source.json"} <= names
+    assert "quantization_config" not in (folder / "config.json").read_text()
     with pytest.raises(ModelNotAvailableError, match="does not exist"):
         load_policy(str(tmp_path / "missing.gguf"))
-
-
-def test_the_conversion_writes_an_ordinary_folder(tmp_path):
-    """``gguf_to_hf`` writes safetensors, the tokenizer, the chat template and its own record."""
-    out = gguf_to_hf(smollm2_gguf(), tmp_path / "hf")
-    names = {p.name for p in out.iterdir()}
-    assert {"model.safetensors", "config.json", "tokenizer.json", "sdpo_kit_source.json"} <= names
-    assert "quantization_config" not in (out / "config.json").read_text()
