@@ -5,14 +5,16 @@
     python benchmarks/bench_stale.py [--dry-run] [--keep] [--only NAME ...]
 
 Which: every results file ``staleness.scan`` finds stale (a file it measures changed after its commit)
-or without sound provenance (made from a dirty tree, ...). How: the command ``report.MAKERS`` names for
+or without sound provenance (made from a dirty tree, ...), and every results file ``ORDER`` names that
+has not been measured yet (the report renders "not measured yet" for it). How: the command ``report.MAKERS`` names for
 each, run once even when it makes several of them. In what order: ``ORDER`` (the Makefile's ``bench``
 order first, then the SDPO skill lab, whose ``sdpo_lab`` runs before the signal benchmarks that read its
 tuned learning rate, ``READS``; the code lab; the notebooks; ``fresh_clone`` last: it times CI on a
 fresh clone of HEAD and nothing reads it). Where: ``git worktree add --detach`` of HEAD in a temporary
 folder, run with this python and ``PYTHONPATH`` on the worktree (its ``sdpo_kit``, not an editable
 install's), so the results carry HEAD's commit whatever is uncommitted here. As each command finishes,
-its results files are copied into ``benchmarks/results/`` here; a command that fails is reported and
+its results files are copied into ``benchmarks/results/`` here (with what it wrote under
+``benchmarks/results/executed/``: the executed notebooks of ``bench_notebooks.py --full``); a command that fails is reported and
 the others still run. Last, ``report.py`` renders the text here; commit the results and the text.
 
 The plan is printed before anything runs. Left out on purpose: running benchmarks side by side (they
@@ -55,6 +57,7 @@ class Step:
     results: list[str]
 
     def argv(self, python: str = sys.executable) -> list[str]:
+        """The command as run from the worktree's root: ``python benchmarks/<script> <args>``."""
         script, *args = shlex.split(self.command)
         return [python, f"benchmarks/{script}", *args]
 
@@ -72,12 +75,31 @@ def plan(names, makers: dict[str, str] = MAKERS, order: list[str] = ORDER) -> li
     return list(steps.values())
 
 
+def missing(results: Path = RESULTS, order: list[str] = ORDER) -> list[str]:
+    """The results files ``order`` names that ``results`` does not hold yet, in order."""
+    return [name for name in order if not (results / f"{name}.json").exists()]
+
+
+def copy_executed(tree: Path, since: float) -> int:
+    """Copy what the step wrote under the worktree's ``benchmarks/results/executed/`` (files newer than
+    ``since``) to the same place here; how many files."""
+    src = tree / "benchmarks" / "results" / "executed"
+    n = 0
+    for path in sorted(src.rglob("*")) if src.is_dir() else []:
+        if path.is_file() and path.stat().st_mtime >= since:
+            dest = RESULTS / "executed" / path.relative_to(src)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
+            n += 1
+    return n
+
+
 def show(steps: list[Step], findings) -> str:
     why = {f.name: describe(f) for f in findings}
     lines = []
     for i, step in enumerate(steps, 1):
         lines.append(f"{i:2d}. python benchmarks/{step.command}")
-        lines += [f"      {why.get(n, n + '.json')}" for n in step.results]
+        lines += [f"      {why.get(n, n + '.json: not measured yet')}" for n in step.results]
     return "\n".join(lines)
 
 
@@ -106,6 +128,8 @@ def run(steps: list[Step], keep: bool) -> list[str]:
                 (RESULTS / "unsaved").mkdir(exist_ok=True)
                 shutil.move(lost, RESULTS / "unsaved" / lost.name)
                 print(f"moved the unsaved runs {lost.name} into {RESULTS.relative_to(ROOT)}/unsaved/")
+            if not code and (n := copy_executed(tree, t0)):
+                print(f"copied {n} files of benchmarks/results/executed/ here")
             for name in step.results:
                 made = tree / "benchmarks" / "results" / f"{name}.json"
                 if code or not made.exists() or made.stat().st_mtime < t0:
@@ -128,13 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the worktree the benchmarks ran in")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="re-measure only these stale results files")
     args = ap.parse_args(argv)
-    findings = [f for f in scan(RESULTS) if not args.only or f.name in args.only]
-    if not findings:
+    only = {n.removesuffix(".json") for n in args.only or []}
+    findings = [f for f in scan(RESULTS) if not only or f.name in only]
+    new = [n for n in missing(RESULTS) if not only or n in only]
+    if not findings and not new:
         print("nothing stale: every results file measures the code at HEAD")
         return 0
-    steps = plan([f.name for f in findings])
+    steps = plan([f.name for f in findings] + new)
     head = git("rev-parse", "--short", "HEAD")
-    print(f"{len(findings)} results files to re-measure with {len(steps)} commands, in a clean worktree of HEAD "
+    print(f"{len(findings) + len(new)} results files to measure with {len(steps)} commands, in a clean worktree of HEAD "
           f"({head}):\n{show(steps, findings)}")
     if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results"):
         print("note: uncommitted changes here are not measured (the runs use HEAD); commit them first to measure them")

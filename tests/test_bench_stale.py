@@ -62,6 +62,7 @@ def test_dry_run_prints_the_plan_and_runs_nothing(monkeypatch, capsys):
     findings = [Finding("sdpo_lab_signal", ["abc1234"], [], {"abc1234": ["benchmarks/_common.py"]}),
                 Finding("sdpo_lab", ["abc1234"], [], {"abc1234": ["sdpo_kit/sdpo/loss.py"]})]
     monkeypatch.setattr(bench_stale, "scan", lambda results: findings)
+    monkeypatch.setattr(bench_stale, "missing", lambda results: [])
 
     def no_runs(*args, **kwargs):
         raise AssertionError("a dry run ran something")
@@ -71,11 +72,43 @@ def test_dry_run_prints_the_plan_and_runs_nothing(monkeypatch, capsys):
     first = out.index("1. python benchmarks/bench_sdpo_lab.py\n")
     second = out.index("2. python benchmarks/bench_sdpo_lab_signal.py")
     assert first < out.index("sdpo_lab.json: measured at abc1234; changed since: sdpo_kit/sdpo/loss.py") < second
-    assert "2 results files to re-measure with 2 commands" in out
+    assert "2 results files to measure with 2 commands" in out
     assert bench_stale.main(["--dry-run", "--only", "sdpo_lab"]) == 0
     assert "bench_sdpo_lab_signal" not in capsys.readouterr().out
     monkeypatch.setattr(bench_stale, "scan", lambda results: [])
+    monkeypatch.setattr(bench_stale, "missing", lambda results: [])
     assert bench_stale.main([]) == 0 and "nothing stale" in capsys.readouterr().out
+
+
+def test_results_not_measured_yet_are_planned_too(monkeypatch, capsys, tmp_path):
+    """A results file ORDER names and the results folder lacks is measured like a stale one, in ORDER's
+    place, and the plan says it is new; --only takes names with or without .json."""
+    (tmp_path / "a.json").write_text("{}")
+    assert bench_stale.missing(tmp_path, order=["a", "b", "c"]) == ["b", "c"]
+    monkeypatch.setattr(bench_stale, "scan", lambda results: [])
+    monkeypatch.setattr(bench_stale, "missing", lambda results: ["real_learn", "demo_plateau"])
+    monkeypatch.setattr(bench_stale, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    assert bench_stale.main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("bench_demo_plateau.py") < out.index("bench_real.py learn"), out
+    assert "real_learn.json: not measured yet" in out and "2 results files to measure" in out
+    assert bench_stale.main(["--dry-run", "--only", "real_learn.json"]) == 0
+    assert "bench_demo_plateau" not in capsys.readouterr().out
+
+
+def test_the_executed_notebooks_a_step_wrote_are_copied_back(monkeypatch, tmp_path):
+    """What a step wrote under the worktree's benchmarks/results/executed/ comes back here; older files stay."""
+    tree, here = tmp_path / "tree", tmp_path / "here"
+    executed = tree / "benchmarks" / "results" / "executed" / "notebooks"
+    executed.mkdir(parents=True)
+    (executed / "old.ipynb").write_text("old")
+    import os
+    os.utime(executed / "old.ipynb", (1, 1))
+    (executed / "01.ipynb").write_text("new")
+    monkeypatch.setattr(bench_stale, "RESULTS", here)
+    assert bench_stale.copy_executed(tree, since=100.0) == 1
+    assert (here / "executed" / "notebooks" / "01.ipynb").read_text() == "new"
+    assert not (here / "executed" / "notebooks" / "old.ipynb").exists()
 
 
 def test_the_make_target_runs_the_script():
