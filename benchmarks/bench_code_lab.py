@@ -1,6 +1,7 @@
 """What the tiny model learns from code feedback: the lab's code task, measured.
 
-    python benchmarks/bench_code_lab.py [--seeds S ...] [--dial D ...] [--methods M ...] [--steps N]
+    python benchmarks/bench_code_lab.py [--variant top|starving] [--seeds S ...] [--dial D ...] [--methods M ...]
+                                        [--steps N] [--tune-seeds S ...] [--lr-grid LR ...] [--lr METHOD=LR ...]
                                         [--jobs J] [--out FILE]
 
 The task is ``lab_code`` (``sdpo_kit/lab/code_task.py``): three values of a hidden affine f in the
@@ -9,19 +10,29 @@ the feedback is LiveCodeBench's form (the input, output and expected value of up
 tests, or a crash's error), never the expression. The recipe is ``configs/sdpo_code_lab.yaml``; its
 warm start's dial (``model.lab.context_steps``) teaches the model to read SDPO's teacher prompt.
 
+Variants (``VARIANTS``): ``top``, the config's warm start (plain accuracy about 0.4, the teacher
+reading the tests' feedback about 0.8); ``starving``, a warm start stopped earlier on the plain task
+while its context steps still teach it to read, sampled in groups of 4, so about half the groups
+hold no success: GRPO has no signal on an all-fail group, and a teacher reading the tests' output
+has one.
+
 Part 1, per dial: ``sdpo.teacher_quality`` of the warm start on the held-out functions (plain
 accuracy; the teacher with a sibling's right expression; with the tests' feedback on its own
 wrong attempt; token wins), and one feedback text and teacher prompt as the trainer builds them.
 
-Part 2, at the top dial (every dial with ``--runs-at-every-dial``), per method and seed: a
-scratch-backend run from that warm start, held-out
-greedy accuracy every ``eval_every`` steps. Methods: ``grpo``; ``sdpo`` (successful siblings only);
-``sdpo_feedback`` (and the tests' feedback, TRL's placement). Every method gets the same warm start,
-prompts, group size, completion budget, steps and the config's learning rate (3e-4, the skill lab's;
-no method is tuned here).
+Part 2, at the top dial: per method and seed, a scratch-backend run from that warm start, held-out
+greedy accuracy every ``eval_every`` steps. Methods (``METHODS``): ``grpo``; ``sdpo`` (successful
+siblings only); ``sdpo_feedback`` (and the tests' feedback, TRL's placement); ``blend`` (both losses,
+``(1 - w) GRPO + w SDPO`` with feedback, TRL's ``distillation_weight`` w = 0.5). Every method gets the
+same warm start, prompts, group size, completion budget and steps; its learning rate is picked from
+``--lr-grid`` by the median final accuracy on ``--tune-seeds`` and reported on ``--seeds`` (``--lr
+METHOD=LR`` pins one instead). Each run also keeps its share of all-fail groups, of rows with a
+teacher, and its update norm: what a method had to learn from.
 
-Writes ``benchmarks/results/code_lab.json`` (``runs``: method, dial, seed, start_acc, final_acc,
-acc_by_step; ``summary``: teacher per dial, the example) and prints a table.
+Writes ``code_lab.json`` (``code_lab_starving.json`` for the starving variant) with ``runs``
+(method, dial, seed, lr, start_acc, final_acc, acc_by_step, ...) and ``summary`` (teacher per dial,
+the chosen learning rates, the tuning runs, and ``catch_up``: the steps each method takes to reach
+GRPO's median final accuracy) and prints a table.
 """
 
 from __future__ import annotations
@@ -32,71 +43,100 @@ import time
 
 from _common import machine, median, out_help, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
+from bench_sdpo_lab import pick_lrs
 
 CONFIG = "configs/sdpo_code_lab.yaml"
-DIALS = [0, 1000]       # context SFT steps: none, and the config's
-METHODS = ("grpo", "sdpo", "sdpo_feedback")
+METHODS = ("grpo", "sdpo", "sdpo_feedback", "blend")
+BLEND_WEIGHT = 0.5   # the blend's distillation_weight: half GRPO's loss, half SDPO's
+
+# each variant: its warm start's fields over the config's, trainer fields, and the dials it measures
+VARIANTS = {
+    "top": {"lab": {}, "trainer": {}, "dials": [0, 1000], "results": "code_lab"},
+    # the config's recipe stopped at 700 plain steps, its context rows 60% feedback-only. Probed once with
+    # sdpo.teacher_quality on the held-out split (plain / teacher with the tests' feedback): 700 steps 0.100 /
+    # 0.650; 500 steps 0.045 / 0.141 (the teacher cannot read yet); the top variant 0.370 / 0.833. Groups of 4:
+    # at the 0.14 of samples a probe of the warm start found right, about half the groups hold no success
+    "starving": {"lab": {"sft_steps": 700, "context_feedback_share": 0.6},
+                 "trainer": {"max_steps": 60, "eval_every": 10, "num_generations": 4},
+                 "dials": [700], "results": "code_lab_starving"},
+}
 
 
-def method_config(method: str, dial: int) -> dict:
-    """The run config of ``method`` at one dial setting."""
+def method_config(method: str, dial: int, variant: str = "top") -> dict:
+    """The run config of ``method`` from ``variant``'s warm start at one dial setting."""
     from sdpo_kit.core.config import read_config_file
 
+    v = VARIANTS[variant]
     data = read_config_file(CONFIG)
-    data["model"]["lab"] = {**data["model"]["lab"], "context_steps": dial}
-    t = data["trainer"]
+    data["model"]["lab"] = {**data["model"]["lab"], **v["lab"], "context_steps": dial}
+    t = {**data["trainer"], **v["trainer"]}
     if method == "grpo":
         data["algorithm"] = "grpo"
-        data["trainer"] = {k: v for k, v in t.items() if k not in SDPO_ONLY}
+        t = {k: val for k, val in t.items() if k not in SDPO_ONLY}
     elif method == "sdpo":
         t["include_environment_feedback"] = False
     elif method == "sdpo_feedback":
         t["include_environment_feedback"] = True
+    elif method == "blend":
+        t.update(include_environment_feedback=True, distillation_weight=BLEND_WEIGHT)
     else:
         raise SystemExit(f"unknown method {method!r}; choose from {METHODS}")
+    data["trainer"] = t
     return data
 
 
+def mean_of(history: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in history if r.get(key) is not None]
+    return round(sum(vals) / len(vals), 4) if vals else None
+
+
 def run(spec: tuple) -> dict:
-    """One training run ``(method, dial, seed, steps)``; its held-out accuracy by step."""
+    """One training run ``(method, dial, seed, steps, lr, variant)``; its held-out accuracy by step."""
     from sdpo_kit.cli import train
     from sdpo_kit.registry import config_from_dict
 
-    method, dial, seed, steps = spec
+    method, dial, seed, steps, lr, variant = spec
+    over = {"trainer.seed": seed, "trainer.max_steps": steps, "trainer.learning_rate": lr}
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
-        s = train(config_from_dict(method_config(method, dial), {"trainer.seed": seed, "trainer.max_steps": steps,
-                                                                 "output_dir": out}),
+        s = train(config_from_dict(method_config(method, dial, variant), {**over, "output_dir": out}),
                   config_path="benchmarks/bench_code_lab.py")
         wall = time.perf_counter() - t0
-    acc = [[r["step"], r["eval/accuracy"]] for r in s["history"] if r.get("eval/accuracy") is not None]
-    reward = [[r["step"], round(r["reward/mean"], 4)] for r in s["history"] if "reward/mean" in r]
-    return {"method": method, "dial": dial, "seed": seed, "steps": steps, "start_acc": s["before"],
-            "final_acc": s["after"], "acc_by_step": acc, "reward_by_step": reward, "wall_s": round(wall, 1)}
+    h = s["history"]
+    acc = [[r["step"], r["eval/accuracy"]] for r in h if r.get("eval/accuracy") is not None]
+    reward = [[r["step"], round(r["reward/mean"], 4)] for r in h if "reward/mean" in r]
+    return {"method": method, "variant": variant, "dial": dial, "seed": seed, "lr": lr, "steps": steps,
+            "start_acc": s["before"], "final_acc": s["after"], "acc_by_step": acc, "reward_by_step": reward,
+            "zero_std_groups": mean_of(h, "stats/frac_zero_std"), "teacher_coverage": mean_of(h, "sdpo/teacher_coverage"),
+            "success_group_frac": mean_of(h, "sdpo/success_group_frac"), "update_norm": mean_of(h, "sdpo/update_norm"),
+            "wall_s": round(wall, 1)}
 
 
-def run_all(specs: list[tuple], jobs: int) -> list[dict]:
+def run_all(specs: list[tuple], jobs: int, label: str = "run") -> list[dict]:
     """``run`` for each spec, results in order; ``jobs`` processes (one torch thread each)."""
     def show(r):
-        print(f"dial {r['dial']} {r['method']} seed {r['seed']}: {r['start_acc']:.3f} -> {r['final_acc']:.3f} "
-              f"({r['wall_s']} s)", flush=True)
+        print(f"{label} {r['variant']} dial {r['dial']} {r['method']} lr {r['lr']:g} seed {r['seed']}: "
+              f"{r['start_acc']:.3f} -> {r['final_acc']:.3f} ({r['wall_s']} s)", flush=True)
 
     if jobs <= 1:
-        out = [run(spec) for spec in specs]
-        for r in out:
-            show(r)
+        out = []
+        for spec in specs:
+            out.append(run(spec))
+            show(out[-1])
         return out
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    results = [None] * len(specs)
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-        out = list(pool.map(run, specs))
-    for r in out:
-        show(r)
-    return out
+        futures = {pool.submit(run, spec): i for i, spec in enumerate(specs)}
+        for fut in as_completed(futures):
+            results[futures[fut]] = fut.result()
+            show(results[futures[fut]])
+    return results
 
 
-def teacher_part(dial: int) -> dict:
+def teacher_part(dial: int, variant: str = "top") -> dict:
     """Part 1 at one dial: teacher quality on the held-out split, and one wrong attempt's feedback
     with the teacher prompt built from it (the trainer's templates)."""
     from sdpo_kit.core.sampling import generate_completions
@@ -109,7 +149,7 @@ def teacher_part(dial: int) -> dict:
     from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
 
     t0 = time.perf_counter()
-    cfg = config_from_dict(method_config("sdpo_feedback", dial))
+    cfg = config_from_dict(method_config("sdpo_feedback", dial, variant))
     task = make_task(**cfg.task)
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
     warm_s = time.perf_counter() - t0
@@ -124,45 +164,96 @@ def teacher_part(dial: int) -> dict:
                           "feedback": scored[i]["feedback"],
                           "teacher_prompt": reprompt(held[i]["prompt"], None, scored[i]["feedback"],
                                                      **templates)[-1]["content"]}
-    print(f"dial {dial}: {out}", flush=True)
+    print(f"{variant} dial {dial}: {out}", flush=True)
     return out
+
+
+def steps_to_reach(acc_by_step: list[list], target: float) -> int | None:
+    """The first evaluated step whose held-out accuracy is at least ``target`` (None: never)."""
+    return next((step for step, acc in acc_by_step if step > 0 and acc >= target), None)
+
+
+def catch_up(runs: list[dict], methods: list[str], steps: int) -> dict:
+    """Against GRPO's median final accuracy: per method, the steps each seed takes to reach it (None:
+    not within the budget), their median (None when at most half the seeds reach it), and the share of
+    GRPO's budget that median is."""
+    grpo = [r["final_acc"] for r in runs if r["method"] == "grpo"]
+    if not grpo:
+        return {}
+    target = median(grpo)
+    out = {"target": target}
+    for m in methods:
+        mine = [r for r in runs if r["method"] == m]
+        reach = [steps_to_reach(r["acc_by_step"], target) for r in mine]
+        ordered = sorted(steps + 1 if x is None else x for x in reach)   # never: past the budget
+        mid = median(ordered) if ordered else None
+        mid = None if mid is None or mid > steps else mid
+        out[m] = {"steps_per_seed": reach, "median_steps": mid, "share_of_budget": None if mid is None else mid / steps,
+                  "final_median": median([r["final_acc"] for r in mine])}
+    return out
+
+
+def parse_pins(items: list[str]) -> dict:
+    pinned = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in METHODS or not value:
+            raise SystemExit(f"--lr takes METHOD=LR with METHOD from {METHODS}, got {item!r}")
+        pinned[name] = float(value)
+    return pinned
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--dial", type=int, nargs="+", default=DIALS, help="context SFT steps of the warm start")
+    ap.add_argument("--variant", choices=sorted(VARIANTS), default="top")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    ap.add_argument("--dial", type=int, nargs="+", default=None, help="context SFT steps of the warm start "
+                    "(default: the variant's)")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
-    ap.add_argument("--steps", type=int, default=None, help=f"training steps (default: {CONFIG}'s max_steps)")
-    ap.add_argument("--runs-at-every-dial", action="store_true", help="training runs at every --dial (default: the top)")
+    ap.add_argument("--steps", type=int, default=None, help="training steps (default: the variant's)")
+    ap.add_argument("--tune-seeds", type=int, nargs="+", default=[100, 101, 102])
+    ap.add_argument("--lr-grid", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4])
+    ap.add_argument("--lr", nargs="+", default=[], help="METHOD=LR: pin a method's learning rate (no tuning)")
     ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each")
-    ap.add_argument("--out", default=None, help=out_help("code_lab"))
+    ap.add_argument("--out", default=None, help=out_help("code_lab (code_lab_starving for --variant starving)"))
     args = ap.parse_args()
-    if any(d < 0 for d in args.dial):
+    v = VARIANTS[args.variant]
+    dials = args.dial or v["dials"]
+    if any(d < 0 for d in dials):
         raise SystemExit("--dial takes step counts >= 0")
-    steps = args.steps or method_config("grpo", 0)["trainer"]["max_steps"]
+    if set(args.seeds) & set(args.tune_seeds):
+        raise SystemExit(f"seeds {sorted(set(args.seeds) & set(args.tune_seeds))} are both tuning and reporting seeds")
+    pinned = parse_pins(args.lr)
+    steps = args.steps or method_config("grpo", 0, args.variant)["trainer"]["max_steps"]
 
-    teacher = {str(d): teacher_part(d) for d in args.dial}
-    run_dials = sorted(args.dial) if args.runs_at_every_dial else [max(args.dial)]
-    runs = run_all([(m, d, s, steps) for d in run_dials for m in args.methods for s in args.seeds], args.jobs)
+    teacher = {str(d): teacher_part(d, args.variant) for d in dials}
+    top = max(dials)
+    to_tune = [m for m in args.methods if m not in pinned]
+    tuning = run_all([(m, top, s, steps, lr, args.variant) for m in to_tune for lr in args.lr_grid
+                      for s in args.tune_seeds], args.jobs, "tune")
+    lrs = {**{m: pinned[m] for m in args.methods if m in pinned}, **pick_lrs(tuning, to_tune, args.lr_grid)}
+    runs = run_all([(m, top, s, steps, lrs[m], args.variant) for m in args.methods for s in args.seeds], args.jobs)
 
     print(f"\nmachine: {machine()}\n")
     print(table(["dial", "plain", "teacher + sibling", "teacher + feedback", "token win demo", "token win feedback"],
                 [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["token_win_demo"], q["token_win_feedback"]]
                  for d, q in teacher.items()]))
+    reach = catch_up(runs, args.methods, steps)
     rows = []
-    for d in run_dials:
-        for m in args.methods:
-            mine = [r for r in runs if r["dial"] == d and r["method"] == m]
-            rows.append([d, m, median([r["start_acc"] for r in mine]), median([r["final_acc"] for r in mine]),
-                         ", ".join(f"{r['final_acc']:.3f}" for r in mine)])
-    print(table(["dial", "method", "start", "final (median)", "per seed"], rows))
-    summary = {"teacher": teacher,
-               "final_median": {f"{d}/{m}": row[3] for (d, m), row in
-                                zip([(d, m) for d in run_dials for m in args.methods], rows)}}
-    write_results("code_lab", out=args.out,
-                  config={"seeds": args.seeds, "dials": args.dial, "run_dials": run_dials, "methods": args.methods,
-                          "steps": steps, "base": CONFIG, "jobs": args.jobs},
+    for m in args.methods:
+        mine = [r for r in runs if r["method"] == m]
+        rows.append([m, f"{lrs[m]:g}", median([r["start_acc"] for r in mine]), median([r["final_acc"] for r in mine]),
+                     ", ".join(f"{r['final_acc']:.3f}" for r in mine), (reach.get(m) or {}).get("median_steps"),
+                     median([r["zero_std_groups"] for r in mine if r["zero_std_groups"] is not None] or [None])])
+    print(table(["method", "lr", "start", "final (median)", "per seed", "steps to GRPO's final", "groups of one reward"],
+                rows))
+    summary = {"teacher": teacher, "lr": lrs, "tuning": tuning, "catch_up": reach,
+               "final_median": {f"{top}/{row[0]}": row[3] for row in rows}}
+    write_results(v["results"], out=args.out,
+                  config={"variant": args.variant, "seeds": args.seeds, "dials": dials, "run_dials": [top],
+                          "methods": args.methods, "steps": steps, "base": CONFIG, "variant_fields": v,
+                          "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid, "pinned_lr": pinned,
+                          "blend_weight": BLEND_WEIGHT, "jobs": args.jobs},
                   runs=runs, summary=summary)
 
 

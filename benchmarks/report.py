@@ -37,7 +37,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from report_code import code_lab, code_reward
+from report_code import code_lab, code_reward, sdpo_head_start
 from report_demo import demo_plateau, demo_plateau_fields
 from report_docs import DOC_FIELDS
 from report_format import discovery_table, fmt, md_table, provenance
@@ -253,6 +253,8 @@ BLOCKS = {
     "export": ("export", export_table),
     "code-reward": ("code_reward", code_reward),
     "code-lab": ("code_lab", code_lab),
+    "code-lab-starving": ("code_lab_starving", code_lab),
+    "sdpo-head-start": ("sdpo_head_start", sdpo_head_start),
     "fresh-clone": ("fresh_clone", fresh_clone),
     "demo-plateau": ("demo_plateau", demo_plateau),
     "real-tasks": ("real_tasks", real_tasks),
@@ -262,7 +264,8 @@ BLOCKS = {
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
 MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "sdpo_lab_signal": "bench_sdpo_lab_signal.py", "sdpo_lab_signal_1000": "bench_sdpo_lab_signal.py --dial max --steps 1000 --out sdpo_lab_signal_1000.json", "sdpo_lab_discovery": "bench_sdpo_lab.py --no-runs --discovery --out sdpo_lab_discovery.json", "sdpo_lab_ablations": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_loss_third sdpo_sequence sdpo_topk sdpo_full_logits sdpo_paper sdpo_frozen sdpo_live sdpo_feedback_only_without_solution --lr sdpo=1e-05 sdpo_loss_third=1e-05 sdpo_sequence=1e-05 sdpo_topk=1e-05 sdpo_full_logits=1e-05 sdpo_paper=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 sdpo_feedback_only_without_solution=1e-05 --out sdpo_lab_ablations.json --jobs 2", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
-          "notebooks_full": "bench_notebooks.py --full", "notebooks_smoke_cold": "bench_notebooks.py --cold", "lab": "bench_lab.py", "code_lab": "bench_code_lab.py",
+          "notebooks_full": "bench_notebooks.py --full", "notebooks_smoke_cold": "bench_notebooks.py --cold", "lab": "bench_lab.py", "code_lab": "bench_code_lab.py --jobs 2",
+          "code_lab_starving": "bench_code_lab.py --variant starving --jobs 2", "sdpo_head_start": "bench_sdpo_head_start.py",
           "sdpo_lab_stability": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_frozen sdpo_live grpo --steps 600 "
           "--seeds 0 1 2 --lr sdpo=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 grpo=1e-05 --out sdpo_lab_stability.json --jobs 2",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "

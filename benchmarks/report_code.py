@@ -54,20 +54,49 @@ def code_lab(res: dict) -> str:
          "token win, sibling", "token win, feedback"],
         [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["token_win_demo"], q["token_win_feedback"]]
          for d, q in s["teacher"].items()])
+    lrs, reach = s.get("lr") or {}, s.get("catch_up") or {}
     rows = []
     for d in cfg["run_dials"]:
         for m in cfg["methods"]:
             mine = [r for r in res["runs"] if r["dial"] == d and r["method"] == m]
-            rows.append([d, m, statistics.median(r["start_acc"] for r in mine),
-                         statistics.median(r["final_acc"] for r in mine), fmt([r["final_acc"] for r in mine])])
-    runs = md_table(["dial", "method", "start (median)", f"after {cfg['steps']} steps (median)", "per seed"], rows)
+            fails = [r["zero_std_groups"] for r in mine if r.get("zero_std_groups") is not None]
+            steps = (reach.get(m) or {}).get("median_steps")
+            rows.append([d, m, f"{lrs[m]:g}" if m in lrs else "config's",
+                         statistics.median(r["start_acc"] for r in mine),
+                         statistics.median(r["final_acc"] for r in mine), fmt([r["final_acc"] for r in mine]),
+                         "never (median)" if reach and steps is None else ("" if steps is None else steps),
+                         fmt(statistics.median(fails)) if fails else ""])
+    runs = md_table(["dial", "method", "lr", "start (median)", f"after {cfg['steps']} steps (median)", "per seed",
+                     "steps to GRPO's final (median)", "groups of one reward (no GRPO signal)"], rows)
     top = str(max(cfg["dials"]))
     ex = s["teacher"][top].get("example")
     example = [] if ex is None else [
         f"A wrong attempt at dial {top} (`f(x)={ex['attempt']}` on `{ex['prompt']}`), the feedback the sandbox "
         "returns, and the teacher prompt SDPO builds from it:", "", "```text", ex["teacher_prompt"], "```", ""]
+    tuned = (f"each method's learning rate the best of {', '.join(f'{x:g}' for x in cfg['lr_grid'])} by median final "
+             f"accuracy on seeds {', '.join(map(str, cfg['tune_seeds']))}" if "lr_grid" in cfg
+             else "every method at the config's learning rate (none tuned here)")
     return "\n".join([
         "Held-out greedy accuracy (functions never trained on) of the warm start, and its teacher reprompted:", "",
         teacher, "", *example,
-        f"Training from each warm start, seeds {', '.join(map(str, cfg['seeds']))}, every method at the config's "
-        f"learning rate (none tuned here):", "", runs, "", provenance(res)])
+        f"Training from the top dial's warm start, seeds {', '.join(map(str, cfg['seeds']))}, {tuned}:", "", runs,
+        "", provenance(res)])
+
+
+def sdpo_head_start(res: dict) -> str:
+    """``<!-- report:sdpo-head-start -->``: every setting's teacher head start against SDPO's gain over GRPO."""
+    s = res["summary"]
+    rows = [[p["lab"], p["setting"], p["method"], fmt(p["plain_acc"]), fmt(p["head_start"]), fmt(p["token_win"]),
+             f"{p['gain']:+.3f}", ", ".join(f"{g:+.3f}" for g in p["gain_per_seed"])] for p in res["runs"]]
+    f = s.get("fit") or {}
+    line = ("" if not f else
+            f"Over the {f['n']} points, gain = {f['intercept']:+.3f} {f['slope']:+.3f} x head start (Pearson r = "
+            f"{f['r']:.2f}; against the token win, r = {f['r_token_win']:.2f}); the line crosses zero at a head start "
+            f"of **{f['zero_crossing']:.2f}**.")
+    missing = ("" if not s.get("missing") else
+               f" Not measured yet: {', '.join(f'`{m}`' for m in s['missing'])}.")
+    sources = ", ".join(f"`{name}.json` at `{commit}`" for name, commit in s["sources"].items())
+    return "\n".join([
+        md_table(["lab", "setting", "method", "plain", "head start", "token win", "gain over GRPO (median)",
+                  "per seed"], rows), "",
+        line + missing, "", f"Points from {sources}.", "", provenance(res)])

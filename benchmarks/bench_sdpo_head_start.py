@@ -1,0 +1,104 @@
+"""When SDPO helps, predicted before training: the teacher's head start against SDPO's gain over GRPO.
+
+    python benchmarks/bench_sdpo_head_start.py [--out FILE]
+
+Every point is one setting of one lab and one teacher context, read from the results files that
+measured it (each from its own clean commit, named in ``sources``):
+
+    head_start   the warm start's teacher accuracy with that context minus its plain accuracy, on the
+                 held-out split, before any training (``sdpo.teacher_quality``)
+    token_win    the share of the student's wrong completions' tokens where the teacher puts more mass
+                 on the right token than the student does
+    gain         median final held-out accuracy of the SDPO method minus GRPO's (each at its tuned
+                 learning rate, reported seeds); ``gain_per_seed`` pairs the two by seed
+
+The contexts: ``sdpo`` reads a successful sibling's answer (``demo_acc``, ``token_win_demo``);
+``sdpo_feedback`` also reads the environment's feedback on its own failed attempt, the only context
+on a group without a success (``feedback_acc``, ``token_win_feedback``). The fit is the least-squares
+line gain = a + b * head_start over every point, with the head start where it crosses zero.
+
+Writes ``benchmarks/results/sdpo_head_start.json``: ``{"points": [{"lab", "setting", "method",
+"head_start", "token_win", "gain", "gain_per_seed", "plain_acc", "grpo_final", "sdpo_final"}],
+"fit": {...}, "sources": {file: commit}}`` (in the results file's ``runs`` / ``summary`` and at its
+top level) and prints a table. A source not measured yet is skipped and named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from _common import RESULTS, median, out_help, table, write_results
+
+# (results file, lab, how a setting is named); each file holds teacher per dial and runs per dial and method
+SOURCES = [("sdpo_lab", "skill lab", "four-digit sums, context dial {dial}"),
+           ("sdpo_lab_room", "skill lab", "four-digit sums, 1500 plain steps, context dial {dial}"),
+           ("code_lab", "code lab", "affine functions, context dial {dial}"),
+           ("code_lab_starving", "code lab", "affine functions, early stop (starving), context dial {dial}"),
+           ("real_sdpo", "real model", "SmolLM2-135M-Instruct, {dial}")]
+CONTEXTS = {"sdpo": ("demo_acc", "token_win_demo"), "sdpo_feedback": ("feedback_acc", "token_win_feedback")}
+
+
+def points_of(res: dict, lab: str, setting: str) -> list[dict]:
+    """The points of one results file: per dial with runs, per SDPO method that ran beside GRPO."""
+    out = []
+    for dial, q in res["summary"]["teacher"].items():
+        mine = [r for r in res["runs"] if str(r["dial"]) == dial]
+        grpo = {r["seed"]: r["final_acc"] for r in mine if r["method"] == "grpo"}
+        for method, (acc_key, win_key) in CONTEXTS.items():
+            sdpo = {r["seed"]: r["final_acc"] for r in mine if r["method"] == method}
+            if not grpo or not sdpo:
+                continue
+            paired = sorted(set(grpo) & set(sdpo))
+            out.append({"lab": lab, "setting": setting.format(dial=dial), "method": method,
+                        "head_start": round(q[acc_key] - q["plain_acc"], 4), "token_win": round(q[win_key], 4),
+                        "gain": round(median(sdpo.values()) - median(grpo.values()), 4),
+                        "gain_per_seed": [round(sdpo[s] - grpo[s], 4) for s in paired], "seeds": paired,
+                        "plain_acc": q["plain_acc"], "grpo_final": median(grpo.values()),
+                        "sdpo_final": median(sdpo.values())})
+    return out
+
+
+def fit(points: list[dict]) -> dict:
+    """Least squares gain = a + b * head_start, Pearson's r, and the head start where the line crosses 0."""
+    import numpy as np
+
+    if len(points) < 3:
+        return {}
+    x = np.array([p["head_start"] for p in points])
+    y = np.array([p["gain"] for p in points])
+    b, a = np.polyfit(x, y, 1)
+    r = float(np.corrcoef(x, y)[0, 1])
+    wx = np.array([p["token_win"] for p in points])
+    return {"intercept": round(float(a), 4), "slope": round(float(b), 4), "r": round(r, 3),
+            "zero_crossing": round(float(-a / b), 4) if b else None, "n": len(points),
+            "r_token_win": round(float(np.corrcoef(wx, y)[0, 1]), 3)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=None, help=out_help("sdpo_head_start"))
+    args = ap.parse_args()
+    points, sources, missing = [], {}, []
+    for name, lab, setting in SOURCES:
+        path = RESULTS / f"{name}.json"
+        if not path.exists():
+            missing.append(name)
+            continue
+        res = json.loads(path.read_text())
+        mine = points_of(res, lab, setting)
+        if mine:
+            sources[name] = res["commit"]
+            points += mine
+    line = fit(points)
+    print(table(["lab", "setting", "method", "head start", "token win", "gain", "per seed"],
+                [[p["lab"], p["setting"], p["method"], p["head_start"], p["token_win"], p["gain"],
+                  ", ".join(f"{g:+.3f}" for g in p["gain_per_seed"])] for p in points]))
+    print(f"fit: {line}; not measured yet: {missing or 'none'}")
+    summary = {"fit": line, "sources": sources, "missing": missing, "labs": sorted({p["lab"] for p in points})}
+    write_results("sdpo_head_start", out=args.out, config={"sources": [s[0] for s in SOURCES]}, runs=points,
+                  summary=summary, extra={"points": points, **summary})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""The code lab's benchmark pieces without training: each method's and variant's run config, the
+steps a method takes to reach GRPO's final accuracy, and the head-start points and their fit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_code_lab as code_lab  # noqa: E402  (benchmarks/bench_code_lab.py)
+import bench_sdpo_head_start as head  # noqa: E402  (benchmarks/bench_sdpo_head_start.py)
+
+
+def test_each_method_gets_its_signal_and_each_variant_its_warm_start(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    grpo = code_lab.method_config("grpo", 1000)
+    assert grpo["algorithm"] == "grpo" and "distillation_weight" not in grpo["trainer"]
+    assert code_lab.method_config("sdpo", 1000)["trainer"]["include_environment_feedback"] is False
+    blend = code_lab.method_config("blend", 1000)["trainer"]
+    assert blend["include_environment_feedback"] is True and blend["distillation_weight"] == code_lab.BLEND_WEIGHT < 1
+    top, starving = (code_lab.method_config("sdpo_feedback", d, v) for d, v in ((1000, "top"), (700, "starving")))
+    assert top["model"]["lab"]["sft_steps"] > starving["model"]["lab"]["sft_steps"]
+    assert starving["model"]["lab"]["context_steps"] == 700
+    for k in ("max_steps", "eval_every"):   # the variant's trainer fields reach every method, GRPO too
+        assert code_lab.method_config("grpo", 700, "starving")["trainer"][k] == \
+            code_lab.VARIANTS["starving"]["trainer"][k]
+    with pytest.raises(SystemExit, match="unknown method"):
+        code_lab.method_config("ppo", 0)
+
+
+def test_catch_up_counts_the_steps_to_grpo_s_median_final_accuracy():
+    def run(method, seed, curve):
+        return {"method": method, "seed": seed, "final_acc": curve[-1],
+                "acc_by_step": [[10 * i, a] for i, a in enumerate(curve)]}
+    runs = [run("grpo", 0, [0.1, 0.1, 0.2, 0.3]), run("grpo", 1, [0.1, 0.2, 0.2, 0.2]),
+            run("grpo", 2, [0.1, 0.1, 0.2, 0.25]),
+            run("sdpo_feedback", 0, [0.1, 0.3, 0.4, 0.5]), run("sdpo_feedback", 1, [0.1, 0.2, 0.26, 0.3]),
+            run("sdpo_feedback", 2, [0.1, 0.1, 0.1, 0.1]),
+            run("sdpo", 0, [0.1, 0.0, 0.0, 0.0]), run("sdpo", 1, [0.1, 0.0, 0.0, 0.3]),
+            run("sdpo", 2, [0.1, 0.0, 0.0, 0.0])]
+    out = code_lab.catch_up(runs, ["grpo", "sdpo_feedback", "sdpo"], steps=30)
+    assert out["target"] == 0.25
+    assert out["sdpo_feedback"]["steps_per_seed"] == [10, 20, None]
+    assert out["sdpo_feedback"]["median_steps"] == 20 and out["sdpo_feedback"]["share_of_budget"] == pytest.approx(2 / 3)
+    assert out["sdpo"]["steps_per_seed"] == [None, 30, None] and out["sdpo"]["median_steps"] is None
+    assert code_lab.steps_to_reach([[0, 0.9], [10, 0.1]], 0.5) is None   # the start does not count
+
+
+def test_head_start_points_pair_seeds_and_the_fit_finds_the_zero_crossing():
+    def run(method, seed, acc, dial=5):
+        return {"method": method, "seed": seed, "dial": dial, "final_acc": acc}
+    q = {"plain_acc": 0.2, "demo_acc": 0.9, "feedback_acc": 0.4, "token_win_demo": 0.95, "token_win_feedback": 0.6}
+    res = {"summary": {"teacher": {"5": q, "0": {**q, "demo_acc": 0.0}}},
+           "runs": [run("grpo", 0, 0.30), run("grpo", 1, 0.50), run("sdpo", 0, 0.40), run("sdpo", 1, 0.70),
+                    run("sdpo_feedback", 1, 0.45)]}
+    pts = head.points_of(res, "lab", "dial {dial}")
+    assert [(p["method"], p["setting"]) for p in pts] == [("sdpo", "dial 5"), ("sdpo_feedback", "dial 5")]
+    sdpo, fb = pts
+    assert sdpo["head_start"] == pytest.approx(0.7) and sdpo["token_win"] == 0.95
+    assert sdpo["gain"] == pytest.approx(0.55 - 0.40) and sdpo["gain_per_seed"] == [0.1, 0.2]
+    assert fb["head_start"] == pytest.approx(0.2) and fb["gain_per_seed"] == [-0.05] and fb["seeds"] == [1]
+    line = head.fit([{"head_start": x, "gain": 0.5 * x - 0.1, "token_win": x} for x in (0.0, 0.4, 0.8)])
+    assert line["slope"] == pytest.approx(0.5) and line["zero_crossing"] == pytest.approx(0.2)
+    assert line["r"] == pytest.approx(1.0) and head.fit(pts) == {}   # under 3 points: no line
