@@ -4,6 +4,8 @@
     python benchmarks/bench_real.py speed [--steps 4] [--threads 2]    -> results/real_speed.json
     python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...]
                                                                        -> results/real_learn.json
+    python benchmarks/bench_real.py sdpo [--seeds 1 2 3] [--methods M ...] [--threads 2]
+                                                                       -> results/real_sdpo.json
 
 ``tasks``: held-out accuracy of every difficulty level of ``word_problems`` (``lab/word_problems.py``
 LEVELS, and the task's default), greedy and sampled at the real configs' temperature (0.7), at their
@@ -24,6 +26,14 @@ for the frozen base; 6 x for a full fine-tune), and the tokens per second of the
 and after, with the evaluation's standard error (sqrt(p (1 - p) / n) at the start): the lift is real
 when it passes two of them. Each run's wall time is recorded; the config is sized to fit 30 minutes on
 2 cores.
+
+``sdpo``: GRPO against SDPO from successful siblings only (this model copies a demonstration but
+does not read the checker's feedback), with TRL's defaults (``configs/real_sdpo.yaml``) and with the RLHF
+book's small-model recipe (``configs/real_sdpo_rlhf_book.yaml``), every method on the same seeds, and
+before training the teacher's head start on the held-out questions (``sdpo.teacher_quality``: plain
+accuracy, and with the right answer as a sibling's). ``runs`` as ``bench_sdpo_lab.py`` writes them
+(``method``, ``dial``: the task setting, ``seed``, ``final_acc``, ``acc_by_step``) so that
+``bench_sdpo_head_start.py`` reads it beside the labs.
 
 Left out on purpose: the T4 profile (no GPU here) and any run past 30 minutes.
 """
@@ -178,9 +188,56 @@ def bench_learn(seeds: list[int], threads: int, overrides: dict) -> list[dict]:
     return runs
 
 
+# --- sdpo ---------------------------------------------------------------------------------
+SDPO_METHODS = {"grpo": ("configs/real_grpo.yaml", {}),
+                "sdpo": ("configs/real_sdpo.yaml", {"trainer.include_environment_feedback": False}),
+                "sdpo_rlhf_book": ("configs/real_sdpo_rlhf_book.yaml", {})}
+SETTING = "sums to 20"   # the configs' task (word_problems, kind sum, max_operand 20)
+
+
+def real_teacher(n: int, threads: int) -> dict:
+    """The untrained model's teacher on ``n`` held-out questions, with the SDPO config's templates."""
+    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import load_config
+    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
+
+    cfg = load_config(SDPO_METHODS["sdpo"][0], {})
+    task = make_task(**cfg.task)
+    model, tok = load_policy(cfg.model["name"])
+    templates = {k: getattr(cfg.trainer, k) for k in TEMPLATE_KEYS}
+    t0 = time.perf_counter()
+    q = teacher_quality(model.eval(), tok, task, task.splits()[1][:n], batch_size=16,
+                        max_new_tokens=cfg.trainer.max_completion_length, **templates)
+    print(f"teacher on {n} held-out questions: {q} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return q
+
+
+def bench_sdpo(methods: list[str], seeds: list[int], threads: int) -> list[dict]:
+    runs = []
+    for seed in seeds:
+        for method in methods:
+            path, over = SDPO_METHODS[method]
+            with tempfile.TemporaryDirectory() as out:
+                t0 = time.perf_counter()
+                s = run_config(path, {"trainer.seed": seed, "output_dir": out, "threads": threads, **over})
+            h = s["history"]
+            runs.append({"method": method, "dial": SETTING, "seed": seed, "start_acc": s["before"],
+                         "final_acc": s["after"], "acc_by_step": [[r["step"], r["eval/accuracy"]] for r in h
+                                                                  if r.get("eval/accuracy") is not None],
+                         "teacher_coverage": [r["sdpo/teacher_coverage"] for r in h if "sdpo/teacher_coverage" in r],
+                         "wall_s": round(time.perf_counter() - t0, 1), "config": path, "overrides": over})
+            print(f"{method} seed {seed}: {s['before']:.3f} -> {s['after']:.3f} in {runs[-1]['wall_s'] / 60:.1f} min",
+                  flush=True)
+    return runs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["tasks", "speed", "learn"])
+    ap.add_argument("what", choices=["tasks", "speed", "learn", "sdpo"])
+    ap.add_argument("--methods", nargs="+", default=list(SDPO_METHODS), choices=list(SDPO_METHODS), help="sdpo: methods")
+    ap.add_argument("--n-teacher", type=int, default=100, help="sdpo: held-out questions for the teacher's head start")
     ap.add_argument("--n", type=int, default=100, help="tasks: held-out problems per setting")
     ap.add_argument("--samples", type=int, default=4, help="tasks: samples per problem at the configs' temperature")
     ap.add_argument("--steps", type=int, default=4, help="speed: steps per run (the first is dropped)")
@@ -206,6 +263,16 @@ def main():
                             for r in runs]))
         write_results("real_speed", config={"steps": args.steps, "threads": args.threads, "configs": CONFIGS},
                       runs=runs, summary=summary)
+    elif args.what == "sdpo":
+        teacher = {SETTING: real_teacher(args.n_teacher, args.threads)}
+        runs = bench_sdpo(args.methods, args.seeds, args.threads)
+        finals = {m: median([r["final_acc"] for r in runs if r["method"] == m]) for m in args.methods}
+        print("\n" + table(["method", "start", "final (median)", "per seed"],
+                           [[m, median([r["start_acc"] for r in runs if r["method"] == m]), finals[m],
+                             ", ".join(f"{r['final_acc']:.3f}" for r in runs if r["method"] == m)] for m in args.methods]))
+        write_results("real_sdpo", config={"methods": {m: SDPO_METHODS[m] for m in args.methods}, "seeds": args.seeds,
+                                           "threads": args.threads, "n_teacher": args.n_teacher},
+                      runs=runs, summary={"teacher": teacher, "final_median": finals})
     else:
         from sdpo_kit.cli import parse_set
 

@@ -39,6 +39,12 @@ SOURCES = [("sdpo_lab", "skill lab", "four-digit sums, context dial {dial}"),
 CONTEXTS = {"sdpo": ("demo_acc", "token_win_demo"), "sdpo_feedback": ("feedback_acc", "token_win_feedback")}
 
 
+def number(x) -> float | None:
+    """``x`` rounded, None for a measure that was not taken (NaN: the real model's token wins, which
+    compare characters, and its completions are sentences)."""
+    return None if x is None or x != x else round(x, 4)
+
+
 def points_of(res: dict, lab: str, setting: str) -> list[dict]:
     """The points of one results file: per dial with runs, per SDPO method that ran beside GRPO."""
     out = []
@@ -51,7 +57,7 @@ def points_of(res: dict, lab: str, setting: str) -> list[dict]:
                 continue
             paired = sorted(set(grpo) & set(sdpo))
             out.append({"lab": lab, "setting": setting.format(dial=dial), "method": method,
-                        "head_start": round(q[acc_key] - q["plain_acc"], 4), "token_win": round(q[win_key], 4),
+                        "head_start": round(q[acc_key] - q["plain_acc"], 4), "token_win": number(q.get(win_key)),
                         "gain": round(median(sdpo.values()) - median(grpo.values()), 4),
                         "gain_per_seed": [round(sdpo[s] - grpo[s], 4) for s in paired], "seeds": paired,
                         "plain_acc": q["plain_acc"], "grpo_final": median(grpo.values()),
@@ -69,10 +75,12 @@ def fit(points: list[dict]) -> dict:
     y = np.array([p["gain"] for p in points])
     b, a = np.polyfit(x, y, 1)
     r = float(np.corrcoef(x, y)[0, 1])
-    wx = np.array([p["token_win"] for p in points])
+    won = [p for p in points if p["token_win"] is not None]
+    r_win = (float(np.corrcoef([p["token_win"] for p in won], [p["gain"] for p in won])[0, 1])
+             if len(won) >= 3 else None)
     return {"intercept": round(float(a), 4), "slope": round(float(b), 4), "r": round(r, 3),
             "zero_crossing": round(float(-a / b), 4) if b else None, "n": len(points),
-            "r_token_win": round(float(np.corrcoef(wx, y)[0, 1]), 3)}
+            "r_token_win": None if r_win is None else round(r_win, 3), "n_token_win": len(won)}
 
 
 def main():

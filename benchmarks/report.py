@@ -275,7 +275,7 @@ MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdp
           "code_reward": "bench_code_reward.py", "sdpo_lab_headroom": "bench_sdpo_lab_headroom.py --jobs 2",
           "sdpo_lab_room": "bench_sdpo_lab_room.py --jobs 2",
           "sdpo_lab_transfer": "bench_sdpo_lab_transfer.py",
-          "demo_plateau": "bench_demo_plateau.py", "real_tasks": "bench_real.py tasks", "real_speed": "bench_real.py speed", "real_learn": "bench_real.py learn",
+          "demo_plateau": "bench_demo_plateau.py", "real_tasks": "bench_real.py tasks", "real_speed": "bench_real.py speed", "real_learn": "bench_real.py learn", "real_sdpo": "bench_real.py sdpo",
           "notebooks_smoke_real": "bench_notebooks.py --model smollm2-135m"}
 
 

@@ -86,12 +86,15 @@ def code_lab(res: dict) -> str:
 def sdpo_head_start(res: dict) -> str:
     """``<!-- report:sdpo-head-start -->``: every setting's teacher head start against SDPO's gain over GRPO."""
     s = res["summary"]
-    rows = [[p["lab"], p["setting"], p["method"], fmt(p["plain_acc"]), fmt(p["head_start"]), fmt(p["token_win"]),
+    rows = [[p["lab"], p["setting"], p["method"], fmt(p["plain_acc"]), fmt(p["head_start"]),
+             "n/a" if p["token_win"] is None else fmt(p["token_win"]),
              f"{p['gain']:+.3f}", ", ".join(f"{g:+.3f}" for g in p["gain_per_seed"])] for p in res["runs"]]
     f = s.get("fit") or {}
     line = ("" if not f else
             f"Over the {f['n']} points, gain = {f['intercept']:+.3f} {f['slope']:+.3f} x head start (Pearson r = "
-            f"{f['r']:.2f}; against the token win, r = {f['r_token_win']:.2f}); the line crosses zero at a head start "
+            f"{f['r']:.2f}" + ("" if f.get("r_token_win") is None else
+                                   f"; against the token win, r = {f['r_token_win']:.2f} over {f['n_token_win']}")
+            + f"); the line crosses zero at a head start "
             f"of **{f['zero_crossing']:.2f}**.")
     missing = ("" if not s.get("missing") else
                f" Not measured yet: {', '.join(f'`{m}`' for m in s['missing'])}.")

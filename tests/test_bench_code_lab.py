@@ -65,3 +65,23 @@ def test_head_start_points_pair_seeds_and_the_fit_finds_the_zero_crossing():
     line = head.fit([{"head_start": x, "gain": 0.5 * x - 0.1, "token_win": x} for x in (0.0, 0.4, 0.8)])
     assert line["slope"] == pytest.approx(0.5) and line["zero_crossing"] == pytest.approx(0.2)
     assert line["r"] == pytest.approx(1.0) and head.fit(pts) == {}   # under 3 points: no line
+
+
+def test_the_head_start_block_renders_every_point_and_the_fit(tmp_path, monkeypatch):
+    import json
+
+    import report  # benchmarks/report.py
+
+    pts = [{"lab": lab, "setting": f"s{i}", "method": "sdpo", "plain_acc": 0.2, "head_start": x, "token_win": w,
+            "gain": 0.5 * x - 0.1, "gain_per_seed": [0.5 * x - 0.1], "seeds": [0]}
+           for i, (lab, x, w) in enumerate([("skill lab", 0.0, 0.4), ("code lab", 0.4, 0.9), ("real model", 0.8, None),
+                                            ("code lab", 0.6, 0.95)])]
+    res = {"command": "python benchmarks/bench_sdpo_head_start.py", "date": "2026-11-25", "commit": "abc",
+           "machine": {"arch": "x86_64", "cores": 2, "torch": "2.13.0", "trl": "1.16.0"}, "config": {},
+           "runs": pts, "summary": {"fit": head.fit(pts), "sources": {"code_lab": "def"}, "missing": ["real_sdpo"]}}
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    (tmp_path / "sdpo_head_start.json").write_text(json.dumps(res))
+    out = report.render_text("<!-- report:sdpo-head-start -->\n<!-- /report:sdpo-head-start -->")
+    assert "| real model | s2 | sdpo | 0.200 | 0.800 | n/a | +0.300 | +0.300 |" in out
+    assert "crosses zero at a head start of **0.20**" in out and "over 3" in out
+    assert "`code_lab.json` at `def`" in out and "Not measured yet: `real_sdpo`" in out

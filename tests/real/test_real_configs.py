@@ -21,7 +21,8 @@ SMOKE = {"trainer.max_steps": 2, "trainer.eval_every": 0, "task.n_eval": 4, "tra
          "trainer.max_completion_length": 16, "threads": 1}
 GROUPED = {"trainer.prompts_per_step": 2, "trainer.num_generations": 2}
 RUNS = [("real_grpo", "scratch", GROUPED), ("real_grpo", "trl", GROUPED), ("real_sdpo", "scratch", GROUPED),
-        ("real_sdpo", "trl", GROUPED), ("real_vapor", "scratch", GROUPED), ("real_vapor", "trl", GROUPED),
+        ("real_sdpo", "trl", GROUPED), ("real_sdpo_rlhf_book", "scratch", GROUPED), ("real_vapor", "scratch", GROUPED),
+        ("real_vapor", "trl", GROUPED),
         ("real_ppo", "scratch", {"trainer.batch_size": 4, "trainer.mini_batch_size": 2, "trainer.ppo_epochs": 1})]
 
 
