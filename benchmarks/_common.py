@@ -70,9 +70,7 @@ MEASURES = {
     "code_reward": ["sdpo_kit/rewards", "sdpo_kit/lab/code_task.py", "benchmarks/_common.py"],
     "code_lab": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_code_lab.yaml"],
     "real": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "sdpo_kit/vapor", "sdpo_kit/ppo", "configs/real_grpo.yaml",
-             "configs/real_sdpo.yaml", "configs/real_sdpo_rlhf_book.yaml", "configs/real_vapor.yaml", "configs/real_ppo.yaml"],
-    # reads other results files (their commits are in its sources), runs no model
-    "sdpo_head_start": ["benchmarks/_common.py"],
+             "configs/real_sdpo.yaml", "configs/real_vapor.yaml", "configs/real_ppo.yaml"],
     "fresh_clone": ["Makefile", ".ci/run", "pyproject.toml", "constraints.txt", "constraints-verl.txt",
                     "tests/conftest.py"],
 }

@@ -218,6 +218,7 @@ def main():
     ap.add_argument("--out", default=None, help=out_help("code_lab (code_lab_starving for --variant starving)"))
     args = ap.parse_args()
     v = VARIANTS[args.variant]
+    args.out = args.out or f"{v['results']}.json"   # a bare name: benchmarks/results/
     dials = args.dial or v["dials"]
     if any(d < 0 for d in dials):
         raise SystemExit("--dial takes step counts >= 0")
@@ -249,7 +250,7 @@ def main():
                 rows))
     summary = {"teacher": teacher, "lr": lrs, "tuning": tuning, "catch_up": reach,
                "final_median": {f"{top}/{row[0]}": row[3] for row in rows}}
-    write_results(v["results"], out=args.out,
+    write_results("code_lab", out=args.out,
                   config={"variant": args.variant, "seeds": args.seeds, "dials": dials, "run_dials": [top],
                           "methods": args.methods, "steps": steps, "base": CONFIG, "variant_fields": v,
                           "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid, "pinned_lr": pinned,
