@@ -2,7 +2,7 @@
 
     python benchmarks/bench_code_lab.py [--variant top|starving] [--seeds S ...] [--dial D ...] [--methods M ...]
                                         [--steps N] [--tune-seeds S ...] [--lr-grid LR ...] [--lr METHOD=LR ...]
-                                        [--jobs J] [--out FILE]
+                                        [--jobs J] [--out FILE] [--no-runs] [--discovery] [--discovery-seeds S ...]
 
 The task is ``lab_code`` (``sdpo_kit/lab/code_task.py``): three values of a hidden affine f in the
 prompt, an expression in x as the answer, run by the code reward's sandbox against six call tests;
@@ -28,6 +28,14 @@ same warm start, prompts, group size, completion budget and steps; its learning 
 ``--lr-grid`` by the median final accuracy on ``--tune-seeds`` and reported on ``--seeds`` (``--lr
 METHOD=LR`` pins one instead). Each run also keeps its share of all-fail groups, of rows with a
 teacher, and its update norm: what a method had to learn from.
+
+Part 3 (``--discovery``), at the top dial: test-time discovery on the held-out functions the warm
+start solves in under 10% of 32 plain samples (at most ``--discovery-rows``): the share of them
+solved within k attempts by best-of-k, multi-turn reprompting with the tests' feedback, and
+test-time SDPO with the feedback-reading teacher (``sdpo/test_time_training.py``, its default rate),
+batches of 8, each method given max(k) attempts, once per ``--discovery-seeds``; 95% intervals
+bootstrap the rows, and ``attempts_to_match`` is the fewest attempts at which a method's rate
+reaches best-of-k's at max(k).
 
 Writes ``code_lab.json`` (``code_lab_starving.json`` for the starving variant) with ``runs``
 (method, dial, seed, lr, start_acc, final_acc, acc_by_step, ...) and ``summary`` (teacher per dial,
@@ -193,6 +201,68 @@ def catch_up(runs: list[dict], methods: list[str], steps: int) -> dict:
     return out
 
 
+def discovery_part(dial: int, variant: str, seeds: list[int], budgets: list[int], max_rows: int) -> dict:
+    """Part 3 (module docstring): discovery curves per seed on the hard held-out rows, pooled."""
+    from sdpo_kit.lab.model import lab_config_for
+    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.rewards import make_reward
+    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS, discovery_curves, hard_rows
+
+    cfg = config_from_dict(method_config("sdpo_feedback", dial, variant))
+    task = make_task(**cfg.task)
+    model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
+    reward = make_reward({"type": "feedback"}, task=task)[0]
+    templates = {k: getattr(cfg.trainer, k) for k in TEMPLATE_KEYS}
+    held = task.splits()[1]
+    hard = hard_rows(model, tok, task, held, reward, samples=32, below=0.1, temperature=cfg.trainer.temperature)
+    rows = hard[:max_rows]
+    print(f"discovery: {len(hard)} of {len(held)} held-out rows under 10%; {len(rows)} used", flush=True)
+    per_seed = {}
+    for seed in seeds:
+        t0 = time.perf_counter()
+        per_seed[str(seed)] = discovery_curves(model, tok, task, rows, reward, budgets=budgets, batch_size=8,
+                                               temperature=cfg.trainer.temperature, seed=1000 * seed, **templates)
+        print(f"discovery seed {seed} ({time.perf_counter() - t0:.0f} s):",
+              {m: v["discovery"] for m, v in per_seed[str(seed)]["methods"].items()}, flush=True)
+    return {"hard_of_heldout": [len(hard), len(held)], "rows": len(rows), "budgets": budgets,
+            "per_seed": per_seed, "pooled": pool_discovery(per_seed, budgets)}
+
+
+def rate(firsts: list, k: int) -> float:
+    return sum(f is not None and f <= k for f in firsts) / max(1, len(firsts))
+
+
+def pool_discovery(per_seed: dict, budgets: list[int], draws: int = 2000) -> dict:
+    """Per method: the discovery rate at each k over every (seed, row) run, a 95% interval from
+    resampling the rows (each row keeps its seeds), and the fewest attempts (1..max k) at which the
+    pooled rate reaches best-of-k's at max k, with its share of max k."""
+    import random
+
+    seeds = list(per_seed)
+    methods = list(per_seed[seeds[0]]["methods"])
+    n = len(per_seed[seeds[0]]["methods"][methods[0]]["first_success"])
+    firsts = {m: [[per_seed[s]["methods"][m]["first_success"][i] for s in seeds] for i in range(n)] for m in methods}
+    K, rng = max(budgets), random.Random(0)
+    picks = [[rng.randrange(n) for _ in range(n)] for _ in range(draws)] if n else []
+    flat = {m: [f for row in firsts[m] for f in row] for m in methods}
+    target = rate(flat.get("best_of_k", []), K) if "best_of_k" in flat else None
+    out = {"target": target, "methods": {}}
+    for m in methods:
+        curve, lo, hi = [], [], []
+        for k in budgets:
+            curve.append(rate(flat[m], k))
+            boots = sorted(rate([f for i in pick for f in firsts[m][i]], k) for pick in picks) or [float("nan")]
+            lo.append(boots[int(0.025 * len(boots))])
+            hi.append(boots[min(len(boots) - 1, int(0.975 * len(boots)))])
+        match = None if target is None else next((k for k in range(1, K + 1) if rate(flat[m], k) >= target and
+                                                  rate(flat[m], k) > 0), None)
+        out["methods"][m] = {"discovery": curve, "ci95": [lo, hi], "attempts_to_match": match,
+                             "share_of_max": None if match is None else match / K}
+    return out
+
+
 def parse_pins(items: list[str]) -> dict:
     pinned = {}
     for item in items:
@@ -216,6 +286,11 @@ def main():
     ap.add_argument("--lr", nargs="+", default=[], help="METHOD=LR: pin a method's learning rate (no tuning)")
     ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each")
     ap.add_argument("--out", default=None, help=out_help("code_lab (code_lab_starving for --variant starving)"))
+    ap.add_argument("--no-runs", action="store_true", help="no training runs (the teacher table, and --discovery)")
+    ap.add_argument("--discovery", action="store_true", help="part 3: test-time discovery at the top dial")
+    ap.add_argument("--discovery-seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--discovery-rows", type=int, default=60, help="at most this many hard held-out rows")
+    ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64, 128], help="attempts k for part 3")
     args = ap.parse_args()
     v = VARIANTS[args.variant]
     args.out = args.out or f"{v['results']}.json"   # a bare name: benchmarks/results/
@@ -229,11 +304,14 @@ def main():
 
     teacher = {str(d): teacher_part(d, args.variant) for d in dials}
     top = max(dials)
-    to_tune = [m for m in args.methods if m not in pinned]
+    to_tune = [] if args.no_runs else [m for m in args.methods if m not in pinned]
     tuning = run_all([(m, top, s, steps, lr, args.variant) for m in to_tune for lr in args.lr_grid
                       for s in args.tune_seeds], args.jobs, "tune")
     lrs = {**{m: pinned[m] for m in args.methods if m in pinned}, **pick_lrs(tuning, to_tune, args.lr_grid)}
-    runs = run_all([(m, top, s, steps, lrs[m], args.variant) for m in args.methods for s in args.seeds], args.jobs)
+    runs = [] if args.no_runs else run_all([(m, top, s, steps, lrs[m], args.variant) for m in args.methods
+                                            for s in args.seeds], args.jobs)
+    found = (discovery_part(top, args.variant, args.discovery_seeds, args.budgets, args.discovery_rows)
+             if args.discovery else {})
 
     print(f"\nmachine: {machine()}\n")
     print(table(["dial", "plain", "teacher + sibling", "teacher + feedback", "token win demo", "token win feedback"],
@@ -241,20 +319,24 @@ def main():
                  for d, q in teacher.items()]))
     reach = catch_up(runs, args.methods, steps)
     rows = []
-    for m in args.methods:
+    for m in args.methods if runs else []:
         mine = [r for r in runs if r["method"] == m]
         rows.append([m, f"{lrs[m]:g}", median([r["start_acc"] for r in mine]), median([r["final_acc"] for r in mine]),
                      ", ".join(f"{r['final_acc']:.3f}" for r in mine), (reach.get(m) or {}).get("median_steps"),
                      median([r["zero_std_groups"] for r in mine if r["zero_std_groups"] is not None] or [None])])
     print(table(["method", "lr", "start", "final (median)", "per seed", "steps to GRPO's final", "groups of one reward"],
                 rows))
-    summary = {"teacher": teacher, "lr": lrs, "tuning": tuning, "catch_up": reach,
+    if found:
+        print(table(["method", *[f"k={k}" for k in args.budgets], "attempts to best-of-k's max"],
+                    [[m, *v["discovery"], v["attempts_to_match"]] for m, v in found["pooled"]["methods"].items()]))
+    summary = {"teacher": teacher, "lr": lrs, "tuning": tuning, "catch_up": reach, "discovery": found,
                "final_median": {f"{top}/{row[0]}": row[3] for row in rows}}
     write_results("code_lab", out=args.out,
                   config={"variant": args.variant, "seeds": args.seeds, "dials": dials, "run_dials": [top],
                           "methods": args.methods, "steps": steps, "base": CONFIG, "variant_fields": v,
                           "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid, "pinned_lr": pinned,
-                          "blend_weight": BLEND_WEIGHT, "jobs": args.jobs},
+                          "blend_weight": BLEND_WEIGHT, "jobs": args.jobs, "discovery_seeds": args.discovery_seeds,
+                          "budgets": args.budgets, "discovery_rows": args.discovery_rows},
                   runs=runs, summary=summary)
 
 

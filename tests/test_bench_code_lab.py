@@ -85,3 +85,17 @@ def test_the_head_start_block_renders_every_point_and_the_fit(tmp_path, monkeypa
     assert "| real model | s2 | sdpo | 0.200 | 0.800 | n/a | +0.300 | +0.300 |" in out
     assert "crosses zero at a head start of **0.20**" in out and "over 3" in out
     assert "`code_lab.json` at `def`" in out and "Not measured yet: `real_sdpo`" in out
+
+
+def test_pooled_discovery_counts_every_seed_and_row_and_finds_the_attempts_to_match():
+    def seed(bok, tts):
+        return {"methods": {"best_of_k": {"first_success": bok}, "test_time_sdpo": {"first_success": tts}}}
+    per_seed = {"0": seed([5, None, 100, None], [3, 20, None, None]),
+                "1": seed([None, None, 120, 9], [2, 30, 40, None])}
+    out = code_lab.pool_discovery(per_seed, [8, 16, 128], draws=200)
+    assert out["target"] == 0.5                                   # 4 of 8 runs found within 128 attempts
+    bok, tts = out["methods"]["best_of_k"], out["methods"]["test_time_sdpo"]
+    assert bok["discovery"] == [0.125, 0.25, 0.5] and tts["discovery"] == [0.25, 0.25, 0.625]
+    assert tts["attempts_to_match"] == 30 and tts["share_of_max"] == 30 / 128 and bok["attempts_to_match"] == 120
+    lo, hi = tts["ci95"]
+    assert all(a <= c <= b for a, b, c in zip(lo, hi, tts["discovery"]))
