@@ -184,12 +184,15 @@ def steps_to_reach(acc_by_step: list[list], target: float) -> int | None:
 def catch_up(runs: list[dict], methods: list[str], steps: int) -> dict:
     """Against GRPO's median final accuracy: per method, the steps each seed takes to reach it (None:
     not within the budget), their median (None when at most half the seeds reach it), and the share of
-    GRPO's budget that median is."""
+    GRPO's budget that median is; and the share of seeds that end above their start, and the mean
+    training reward of the first and last ``window`` steps (median over seeds): a GRPO that ends below
+    its start makes "reaching GRPO's final" empty, and these say so."""
     grpo = [r["final_acc"] for r in runs if r["method"] == "grpo"]
     if not grpo:
         return {}
     target = median(grpo)
-    out = {"target": target}
+    start = median([r["start_acc"] for r in runs if r["method"] == "grpo"])
+    out = {"target": target, "start": start, "grpo_climbs": target > start}
     for m in methods:
         mine = [r for r in runs if r["method"] == m]
         reach = [steps_to_reach(r["acc_by_step"], target) for r in mine]
@@ -197,8 +200,17 @@ def catch_up(runs: list[dict], methods: list[str], steps: int) -> dict:
         mid = median(ordered) if ordered else None
         mid = None if mid is None or mid > steps else mid
         out[m] = {"steps_per_seed": reach, "median_steps": mid, "share_of_budget": None if mid is None else mid / steps,
-                  "final_median": median([r["final_acc"] for r in mine])}
+                  "final_median": median([r["final_acc"] for r in mine]),
+                  "above_start": sum(r["final_acc"] > r["start_acc"] for r in mine) / len(mine),
+                  "reward_first": median([window_mean(r.get("reward_by_step", []), first=True) for r in mine]),
+                  "reward_last": median([window_mean(r.get("reward_by_step", []), first=False) for r in mine])}
     return out
+
+
+def window_mean(by_step: list, first: bool, window: int = 10) -> float | None:
+    """The mean of the first (or last) ``window`` values of ``[[step, value], ...]``; None when empty."""
+    vals = [v for _, v in (by_step[:window] if first else by_step[-window:])]
+    return sum(vals) / len(vals) if vals else None
 
 
 def discovery_part(dial: int, variant: str, seeds: list[int], budgets: list[int], max_rows: int) -> dict:

@@ -60,14 +60,26 @@ def code_lab(res: dict) -> str:
         for m in cfg["methods"]:
             mine = [r for r in res["runs"] if r["dial"] == d and r["method"] == m]
             fails = [r["zero_std_groups"] for r in mine if r.get("zero_std_groups") is not None]
-            steps = (reach.get(m) or {}).get("median_steps")
+            c = reach.get(m) or {}
+            steps = c.get("median_steps")
             rows.append([d, m, f"{lrs[m]:g}" if m in lrs else "config's",
                          statistics.median(r["start_acc"] for r in mine),
                          statistics.median(r["final_acc"] for r in mine), fmt([r["final_acc"] for r in mine]),
                          "never (median)" if reach and steps is None else ("" if steps is None else steps),
+                         "" if "above_start" not in c else f"{round(c['above_start'] * len(mine))} of {len(mine)}",
+                         "" if c.get("reward_first") is None else f"{c['reward_first']:.3f} -> {c['reward_last']:.3f}",
                          fmt(statistics.median(fails)) if fails else ""])
     runs = md_table(["dial", "method", "lr", "start (median)", f"after {cfg['steps']} steps (median)", "per seed",
-                     "steps to GRPO's final (median)", "groups of one reward (no GRPO signal)"], rows)
+                     "steps to GRPO's final (median)", "seeds above their start", "training reward, first -> last 10 steps",
+                     "groups of one reward (no GRPO signal)"], rows)
+    verdict = []
+    if "grpo_climbs" in reach:
+        verdict = [("GRPO climbs: its median final accuracy " if reach["grpo_climbs"] else
+                    "**GRPO does not climb here**: its median final accuracy ")
+                   + f"{fmt(reach['target'])} against a start of {fmt(reach['start'])}"
+                   + ("." if reach["grpo_climbs"] else
+                      ", so reaching it says nothing of learning; the column that does is the seeds above their start."),
+                   ""]
     top = str(max(cfg["dials"]))
     ex = s["teacher"][top].get("example")
     example = [] if ex is None else [
@@ -80,7 +92,23 @@ def code_lab(res: dict) -> str:
         "Held-out greedy accuracy (functions never trained on) of the warm start, and its teacher reprompted:", "",
         teacher, "", *example,
         f"Training from the top dial's warm start, seeds {', '.join(map(str, cfg['seeds']))}, {tuned}:", "", runs,
-        "", provenance(res)])
+        "", *verdict, *discovery_lines(s.get("discovery") or {}), provenance(res)])
+
+
+def discovery_lines(found: dict) -> list[str]:
+    """The code lab's discovery table (``--discovery``): rate by k with 95% intervals, attempts to match."""
+    if not found:
+        return []
+    pooled, ks = found["pooled"], found["budgets"]
+    rows = [[m, *[f"{x:.3f} [{lo:.2f}, {hi:.2f}]" for x, lo, hi in zip(v["discovery"], *v["ci95"])],
+             "never" if v["attempts_to_match"] is None else f"{v['attempts_to_match']} ({v['share_of_max']:.2f})"]
+            for m, v in pooled["methods"].items()]
+    hard, held = found["hard_of_heldout"]
+    return [f"Test-time discovery on the {found['rows']} hard held-out functions ({hard} of {held} solved in under 10% "
+            f"of 32 samples), seeds {', '.join(found['per_seed'])}, every (seed, function) run pooled, 95% intervals "
+            "from resampling the functions:", "",
+            md_table(["method", *[f"k = {k}" for k in ks], f"attempts to reach best-of-k at {max(ks)} (share)"], rows),
+            ""]
 
 
 def sdpo_head_start(res: dict) -> str:

@@ -33,8 +33,8 @@ def test_each_method_gets_its_signal_and_each_variant_its_warm_start(monkeypatch
 
 def test_catch_up_counts_the_steps_to_grpo_s_median_final_accuracy():
     def run(method, seed, curve):
-        return {"method": method, "seed": seed, "final_acc": curve[-1],
-                "acc_by_step": [[10 * i, a] for i, a in enumerate(curve)]}
+        return {"method": method, "seed": seed, "start_acc": curve[0], "final_acc": curve[-1],
+                "acc_by_step": [[10 * i, a] for i, a in enumerate(curve)], "reward_by_step": [[1, 0.1], [2, 0.3]]}
     runs = [run("grpo", 0, [0.1, 0.1, 0.2, 0.3]), run("grpo", 1, [0.1, 0.2, 0.2, 0.2]),
             run("grpo", 2, [0.1, 0.1, 0.2, 0.25]),
             run("sdpo_feedback", 0, [0.1, 0.3, 0.4, 0.5]), run("sdpo_feedback", 1, [0.1, 0.2, 0.26, 0.3]),
@@ -42,7 +42,9 @@ def test_catch_up_counts_the_steps_to_grpo_s_median_final_accuracy():
             run("sdpo", 0, [0.1, 0.0, 0.0, 0.0]), run("sdpo", 1, [0.1, 0.0, 0.0, 0.3]),
             run("sdpo", 2, [0.1, 0.0, 0.0, 0.0])]
     out = code_lab.catch_up(runs, ["grpo", "sdpo_feedback", "sdpo"], steps=30)
-    assert out["target"] == 0.25
+    assert out["target"] == 0.25 and out["start"] == 0.1 and out["grpo_climbs"] is True
+    assert out["sdpo_feedback"]["above_start"] == 2 / 3 and out["sdpo"]["above_start"] == 1 / 3
+    assert out["grpo"]["reward_first"] == 0.2 == out["grpo"]["reward_last"]   # both steps in a 10-step window
     assert out["sdpo_feedback"]["steps_per_seed"] == [10, 20, None]
     assert out["sdpo_feedback"]["median_steps"] == 20 and out["sdpo_feedback"]["share_of_budget"] == pytest.approx(2 / 3)
     assert out["sdpo"]["steps_per_seed"] == [None, 30, None] and out["sdpo"]["median_steps"] is None
