@@ -39,8 +39,9 @@ reaches best-of-k's at max(k).
 
 Writes ``code_lab.json`` (``code_lab_starving.json`` for the starving variant) with ``runs``
 (method, dial, seed, lr, start_acc, final_acc, acc_by_step, ...) and ``summary`` (teacher per dial,
-the chosen learning rates, the tuning runs, and ``catch_up``: the steps each method takes to reach
-GRPO's median final accuracy) and prints a table.
+the chosen learning rates, the tuning runs, the discovery curves) and prints a table; the report
+(``report_code.py``) reads from the runs the steps each method takes to reach GRPO's median final
+accuracy, the seeds that end above their start and the training reward's trend.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ import time
 from _common import machine, median, out_help, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 from bench_sdpo_lab import pick_lrs
+from report_sdpo_lab import reach  # GRPO's final accuracy and the steps each method takes to it
 
 CONFIG = "configs/sdpo_code_lab.yaml"
 METHODS = ("grpo", "sdpo", "sdpo_feedback", "blend")
@@ -176,43 +178,6 @@ def teacher_part(dial: int, variant: str = "top") -> dict:
     return out
 
 
-def steps_to_reach(acc_by_step: list[list], target: float) -> int | None:
-    """The first evaluated step whose held-out accuracy is at least ``target`` (None: never)."""
-    return next((step for step, acc in acc_by_step if step > 0 and acc >= target), None)
-
-
-def catch_up(runs: list[dict], methods: list[str], steps: int) -> dict:
-    """Against GRPO's median final accuracy: per method, the steps each seed takes to reach it (None:
-    not within the budget), their median (None when at most half the seeds reach it), and the share of
-    GRPO's budget that median is; and the share of seeds that end above their start, and the mean
-    training reward of the first and last ``window`` steps (median over seeds): a GRPO that ends below
-    its start makes "reaching GRPO's final" empty, and these say so."""
-    grpo = [r["final_acc"] for r in runs if r["method"] == "grpo"]
-    if not grpo:
-        return {}
-    target = median(grpo)
-    start = median([r["start_acc"] for r in runs if r["method"] == "grpo"])
-    out = {"target": target, "start": start, "grpo_climbs": target > start}
-    for m in methods:
-        mine = [r for r in runs if r["method"] == m]
-        reach = [steps_to_reach(r["acc_by_step"], target) for r in mine]
-        ordered = sorted(steps + 1 if x is None else x for x in reach)   # never: past the budget
-        mid = median(ordered) if ordered else None
-        mid = None if mid is None or mid > steps else mid
-        out[m] = {"steps_per_seed": reach, "median_steps": mid, "share_of_budget": None if mid is None else mid / steps,
-                  "final_median": median([r["final_acc"] for r in mine]),
-                  "above_start": sum(r["final_acc"] > r["start_acc"] for r in mine) / len(mine),
-                  "reward_first": median([window_mean(r.get("reward_by_step", []), first=True) for r in mine]),
-                  "reward_last": median([window_mean(r.get("reward_by_step", []), first=False) for r in mine])}
-    return out
-
-
-def window_mean(by_step: list, first: bool, window: int = 10) -> float | None:
-    """The mean of the first (or last) ``window`` values of ``[[step, value], ...]``; None when empty."""
-    vals = [v for _, v in (by_step[:window] if first else by_step[-window:])]
-    return sum(vals) / len(vals) if vals else None
-
-
 def discovery_part(dial: int, variant: str, seeds: list[int], budgets: list[int], max_rows: int) -> dict:
     """Part 3 (module docstring): discovery curves per seed on the hard held-out rows, pooled."""
     from sdpo_kit.lab.model import lab_config_for
@@ -329,19 +294,19 @@ def main():
     print(table(["dial", "plain", "teacher + sibling", "teacher + feedback", "token win demo", "token win feedback"],
                 [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["token_win_demo"], q["token_win_feedback"]]
                  for d, q in teacher.items()]))
-    reach = catch_up(runs, args.methods, steps)
+    reached = reach({"runs": runs, "config": {"methods": args.methods}}, top)["methods"] if runs else {}
     rows = []
     for m in args.methods if runs else []:
         mine = [r for r in runs if r["method"] == m]
         rows.append([m, f"{lrs[m]:g}", median([r["start_acc"] for r in mine]), median([r["final_acc"] for r in mine]),
-                     ", ".join(f"{r['final_acc']:.3f}" for r in mine), (reach.get(m) or {}).get("median_steps"),
+                     ", ".join(f"{r['final_acc']:.3f}" for r in mine), (reached.get(m) or {}).get("median"),
                      median([r["zero_std_groups"] for r in mine if r["zero_std_groups"] is not None] or [None])])
     print(table(["method", "lr", "start", "final (median)", "per seed", "steps to GRPO's final", "groups of one reward"],
                 rows))
     if found:
         print(table(["method", *[f"k={k}" for k in args.budgets], "attempts to best-of-k's max"],
                     [[m, *v["discovery"], v["attempts_to_match"]] for m, v in found["pooled"]["methods"].items()]))
-    summary = {"teacher": teacher, "lr": lrs, "tuning": tuning, "catch_up": reach, "discovery": found,
+    summary = {"teacher": teacher, "lr": lrs, "tuning": tuning, "discovery": found,
                "final_median": {f"{top}/{row[0]}": row[3] for row in rows}}
     write_results("code_lab", out=args.out,
                   config={"variant": args.variant, "seeds": args.seeds, "dials": dials, "run_dials": [top],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 
 from report_format import fmt, md_table, provenance
+from report_sdpo_lab import reach, steps_fmt, steps_vs_grpo
 
 BATCHES = {"trivial": "trivial (add one)", "timeout": "loops until the time limit", "mixed": "trivial + one loop"}
 
@@ -54,32 +55,34 @@ def code_lab(res: dict) -> str:
          "token win, sibling", "token win, feedback"],
         [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["token_win_demo"], q["token_win_feedback"]]
          for d, q in s["teacher"].items()])
-    lrs, reach = s.get("lr") or {}, s.get("catch_up") or {}
-    rows = []
+    lrs = s.get("lr") or {}
+    rows, verdict = [], []
     for d in cfg["run_dials"]:
+        has_grpo = any(r["method"] == "grpo" and r["dial"] == d for r in res["runs"])
+        got = reach(res, d) if has_grpo else {"methods": {}}
         for m in cfg["methods"]:
             mine = [r for r in res["runs"] if r["dial"] == d and r["method"] == m]
             fails = [r["zero_std_groups"] for r in mine if r.get("zero_std_groups") is not None]
-            c = reach.get(m) or {}
-            steps = c.get("median_steps")
+            c = got["methods"].get(m)
+            rewards = [trend(r.get("reward_by_step") or []) for r in mine]
             rows.append([d, m, f"{lrs[m]:g}" if m in lrs else "config's",
                          statistics.median(r["start_acc"] for r in mine),
                          statistics.median(r["final_acc"] for r in mine), fmt([r["final_acc"] for r in mine]),
-                         "never (median)" if reach and steps is None else ("" if steps is None else steps),
-                         "" if "above_start" not in c else f"{round(c['above_start'] * len(mine))} of {len(mine)}",
-                         "" if c.get("reward_first") is None else f"{c['reward_first']:.3f} -> {c['reward_last']:.3f}",
+                         "" if c is None else f"{steps_fmt(c['median'])} ({c['reached']} of {len(c['steps'])})",
+                         f"{sum(r['final_acc'] > r['start_acc'] for r in mine)} of {len(mine)}",
+                         "" if None in rewards or not rewards else
+                         f"{statistics.median(a for a, _ in rewards):.3f} -> {statistics.median(b for _, b in rewards):.3f}",
                          fmt(statistics.median(fails)) if fails else ""])
+        if has_grpo:
+            verdict += [("GRPO climbs: " if got["gain"] > 0 else "**GRPO does not climb here**: ")
+                        + f"its median final accuracy is {fmt(got['target'])}, {got['gain']:+.3f} from its start"
+                        + (". " + " ".join(steps_vs_grpo(got, cfg["steps"], m) for m in cfg["methods"] if m != "grpo")
+                           if got["gain"] > 0 else
+                           ", so reaching it says nothing of learning; the column that does is the seeds above their "
+                           "start."), ""]
     runs = md_table(["dial", "method", "lr", "start (median)", f"after {cfg['steps']} steps (median)", "per seed",
-                     "steps to GRPO's final (median)", "seeds above their start", "training reward, first -> last 10 steps",
-                     "groups of one reward (no GRPO signal)"], rows)
-    verdict = []
-    if "grpo_climbs" in reach:
-        verdict = [("GRPO climbs: its median final accuracy " if reach["grpo_climbs"] else
-                    "**GRPO does not climb here**: its median final accuracy ")
-                   + f"{fmt(reach['target'])} against a start of {fmt(reach['start'])}"
-                   + ("." if reach["grpo_climbs"] else
-                      ", so reaching it says nothing of learning; the column that does is the seeds above their start."),
-                   ""]
+                     "steps to GRPO's final (median, seeds that reach it)", "seeds above their start",
+                     "training reward, first -> last 10 steps (median)", "groups of one reward (no GRPO signal)"], rows)
     top = str(max(cfg["dials"]))
     ex = s["teacher"][top].get("example")
     example = [] if ex is None else [
@@ -93,6 +96,14 @@ def code_lab(res: dict) -> str:
         teacher, "", *example,
         f"Training from the top dial's warm start, seeds {', '.join(map(str, cfg['seeds']))}, {tuned}:", "", runs,
         "", *verdict, *discovery_lines(s.get("discovery") or {}), provenance(res)])
+
+
+def trend(by_step: list, window: int = 10) -> tuple[float, float] | None:
+    """The mean of the first and of the last ``window`` values of ``[[step, value], ...]`` (None: empty)."""
+    if not by_step:
+        return None
+    first, last = [v for _, v in by_step[:window]], [v for _, v in by_step[-window:]]
+    return sum(first) / len(first), sum(last) / len(last)
 
 
 def discovery_lines(found: dict) -> list[str]:

@@ -31,24 +31,32 @@ def test_each_method_gets_its_signal_and_each_variant_its_warm_start(monkeypatch
         code_lab.method_config("ppo", 0)
 
 
-def test_catch_up_counts_the_steps_to_grpo_s_median_final_accuracy():
-    def run(method, seed, curve):
-        return {"method": method, "seed": seed, "start_acc": curve[0], "final_acc": curve[-1],
-                "acc_by_step": [[10 * i, a] for i, a in enumerate(curve)], "reward_by_step": [[1, 0.1], [2, 0.3]]}
-    runs = [run("grpo", 0, [0.1, 0.1, 0.2, 0.3]), run("grpo", 1, [0.1, 0.2, 0.2, 0.2]),
-            run("grpo", 2, [0.1, 0.1, 0.2, 0.25]),
-            run("sdpo_feedback", 0, [0.1, 0.3, 0.4, 0.5]), run("sdpo_feedback", 1, [0.1, 0.2, 0.26, 0.3]),
-            run("sdpo_feedback", 2, [0.1, 0.1, 0.1, 0.1]),
-            run("sdpo", 0, [0.1, 0.0, 0.0, 0.0]), run("sdpo", 1, [0.1, 0.0, 0.0, 0.3]),
-            run("sdpo", 2, [0.1, 0.0, 0.0, 0.0])]
-    out = code_lab.catch_up(runs, ["grpo", "sdpo_feedback", "sdpo"], steps=30)
-    assert out["target"] == 0.25 and out["start"] == 0.1 and out["grpo_climbs"] is True
-    assert out["sdpo_feedback"]["above_start"] == 2 / 3 and out["sdpo"]["above_start"] == 1 / 3
-    assert out["grpo"]["reward_first"] == 0.2 == out["grpo"]["reward_last"]   # both steps in a 10-step window
-    assert out["sdpo_feedback"]["steps_per_seed"] == [10, 20, None]
-    assert out["sdpo_feedback"]["median_steps"] == 20 and out["sdpo_feedback"]["share_of_budget"] == pytest.approx(2 / 3)
-    assert out["sdpo"]["steps_per_seed"] == [None, 30, None] and out["sdpo"]["median_steps"] is None
-    assert code_lab.steps_to_reach([[0, 0.9], [10, 0.1]], 0.5) is None   # the start does not count
+def test_the_code_lab_block_reads_steps_seeds_above_start_and_reward_trends_from_the_runs():
+    import report_code
+
+    def run(method, seed, curve, rewards=(0.1,) * 10 + (0.3,) * 10):
+        return {"method": method, "dial": 7, "seed": seed, "start_acc": curve[0], "final_acc": curve[-1],
+                "acc_by_step": [[10 * i, a] for i, a in enumerate(curve)],
+                "reward_by_step": [[i + 1, x] for i, x in enumerate(rewards)]}
+    q = {"plain_acc": 0.1, "demo_acc": 0.9, "feedback_acc": 0.6, "token_win_demo": 1.0, "token_win_feedback": 0.9}
+    res = {"command": "python benchmarks/bench_code_lab.py", "date": "2026-11-25", "commit": "abc",
+           "machine": {"arch": "x86_64", "cores": 2, "torch": "2.13.0", "trl": "1.16.0"},
+           "config": {"dials": [7], "run_dials": [7], "methods": ["grpo", "sdpo_feedback"], "steps": 30,
+                      "seeds": [0, 1, 2], "lr_grid": [1e-5, 1e-4], "tune_seeds": [100]},
+           "summary": {"teacher": {"7": q}, "lr": {"grpo": 1e-5, "sdpo_feedback": 1e-4}},
+           "runs": [run("grpo", 0, [0.1, 0.1, 0.2, 0.3]), run("grpo", 1, [0.1, 0.2, 0.2, 0.2]),
+                    run("grpo", 2, [0.1, 0.1, 0.2, 0.25]),
+                    run("sdpo_feedback", 0, [0.1, 0.3, 0.4, 0.5]), run("sdpo_feedback", 1, [0.1, 0.2, 0.26, 0.3]),
+                    run("sdpo_feedback", 2, [0.1, 0.1, 0.1, 0.1], rewards=(0.2,) * 10 + (0.0,) * 10)]}
+    out = report_code.code_lab(res)
+    assert "| 7 | sdpo_feedback | 0.0001 | 0.100 | 0.300 | 0.500, 0.300, 0.100 | 15 (2 of 3) | 2 of 3 | 0.100 -> 0.300 |" in out
+    assert "GRPO climbs: its median final accuracy is 0.250, +0.150 from its start" in out
+    assert "reaches it at a median of 15 steps (2 of 3 seeds): 0.50 of GRPO's 30-step budget" in out
+    for r in res["runs"]:   # GRPO ending below its start: the report says reaching it means nothing
+        if r["method"] == "grpo":
+            r["final_acc"] = r["acc_by_step"][-1][1] = 0.05
+    assert "**GRPO does not climb here**: its median final accuracy is 0.050, -0.050 from its start" in \
+        report_code.code_lab(res)
 
 
 def test_head_start_points_pair_seeds_and_the_fit_finds_the_zero_crossing():
