@@ -135,6 +135,13 @@ def sdpo_head_start(res: dict) -> str:
                                    f"; against the token win, r = {f['r_token_win']:.2f} over {f['n_token_win']}")
             + f"); the line crosses zero at a head start "
             f"of **{f['zero_crossing']:.2f}**.")
+    pos, sides = f.get("positive") or {}, f.get("by_sign") or {}
+    if sides:
+        lo, hi = sides["head_start <= 0"], sides["head_start > 0"]
+        line += (f" Split at zero: the {lo['n']} points with no head start have a median gain of "
+                 f"{fmt(lo['median_gain'])}, the {hi['n']} with one {fmt(hi['median_gain'])}")
+        line += ("." if not pos else f"; a line through those {pos['n']} alone has slope {pos['slope']:+.3f} "
+                 f"(r = {pos['r']:.2f}).")
     missing = ("" if not s.get("missing") else
                f" Not measured yet: {', '.join(f'`{m}`' for m in s['missing'])}.")
     sources = ", ".join(f"`{name}.json` at `{commit}`" for name, commit in s["sources"].items())

@@ -66,12 +66,16 @@ def test_head_start_points_pair_seeds_and_the_fit_finds_the_zero_crossing():
     res = {"summary": {"teacher": {"5": q, "0": {**q, "demo_acc": 0.0}}},
            "runs": [run("grpo", 0, 0.30), run("grpo", 1, 0.50), run("sdpo", 0, 0.40), run("sdpo", 1, 0.70),
                     run("sdpo_feedback", 1, 0.45)]}
-    pts = head.points_of(res, "lab", "dial {dial}")
+    pts = head.points_of(res, "lab", "dial {dial}", G=3)
     assert [(p["method"], p["setting"]) for p in pts] == [("sdpo", "dial 5"), ("sdpo_feedback", "dial 5")]
     sdpo, fb = pts
-    assert sdpo["head_start"] == pytest.approx(0.7) and sdpo["token_win"] == 0.95
+    assert sdpo["head_start"] == pytest.approx(0.7) and sdpo["token_win"] == 0.95 and sdpo["sibling_share"] == 1
     assert sdpo["gain"] == pytest.approx(0.55 - 0.40) and sdpo["gain_per_seed"] == [0.1, 0.2]
-    assert fb["head_start"] == pytest.approx(0.2) and fb["gain_per_seed"] == [-0.05] and fb["seeds"] == [1]
+    s = 1 - 0.8 ** 2   # a row has a successful sibling among its G - 1 = 2 others
+    assert fb["sibling_share"] == pytest.approx(s, abs=1e-4)
+    assert fb["head_start"] == pytest.approx(s * 0.7 + (1 - s) * 0.2, abs=1e-4)
+    assert fb["token_win"] == pytest.approx(s * 0.95 + (1 - s) * 0.6, abs=1e-4)
+    assert fb["gain_per_seed"] == [-0.05] and fb["seeds"] == [1]
     line = head.fit([{"head_start": x, "gain": 0.5 * x - 0.1, "token_win": x} for x in (0.0, 0.4, 0.8)])
     assert line["slope"] == pytest.approx(0.5) and line["zero_crossing"] == pytest.approx(0.2)
     assert line["r"] == pytest.approx(1.0) and head.fit(pts) == {}   # under 3 points: no line
@@ -88,12 +92,17 @@ def test_the_head_start_block_renders_every_point_and_the_fit(tmp_path, monkeypa
                                             ("code lab", 0.6, 0.95)])]
     res = {"command": "python benchmarks/bench_sdpo_head_start.py", "date": "2026-11-25", "commit": "abc",
            "machine": {"arch": "x86_64", "cores": 2, "torch": "2.13.0", "trl": "1.16.0"}, "config": {},
-           "runs": pts, "summary": {"fit": head.fit(pts), "sources": {"code_lab": "def"}, "missing": ["real_sdpo"]}}
+           "runs": pts, "summary": {"fit": {**head.fit(pts), "positive": head.fit(pts[1:]),
+                                            "by_sign": {"head_start <= 0": {"n": 1, "median_gain": -0.1},
+                                                        "head_start > 0": {"n": 3, "median_gain": 0.2}}},
+                                    "sources": {"code_lab": "def"}, "missing": ["real_sdpo"]}}
     monkeypatch.setattr(report, "RESULTS", tmp_path)
     (tmp_path / "sdpo_head_start.json").write_text(json.dumps(res))
     out = report.render_text("<!-- report:sdpo-head-start -->\n<!-- /report:sdpo-head-start -->")
     assert "| real model | s2 | sdpo | 0.200 | 0.800 | n/a | +0.300 | +0.300 |" in out
     assert "crosses zero at a head start of **0.20**" in out and "over 3" in out
+    assert "the 1 points with no head start have a median gain of -0.100, the 3 with one 0.200" in out
+    assert "a line through those 3 alone has slope +0.500" in out
     assert "`code_lab.json` at `def`" in out and "Not measured yet: `real_sdpo`" in out
 
 
