@@ -37,7 +37,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from report_code import code_lab, code_reward, sdpo_head_start
+from report_code import code_lab, code_lab_fields, code_reward, sdpo_head_start, sdpo_head_start_fields
 from report_demo import demo_plateau, demo_plateau_fields
 from report_docs import DOC_FIELDS
 from report_format import discovery_table, fmt, md_table, provenance
@@ -342,6 +342,8 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "export": ("export", export_fields), "real_learn": ("real_learn", real_fields),
           "real_tasks": ("real_tasks", real_tasks_fields), "real_speed": ("real_speed", real_speed_fields),
           "demo_plateau": ("demo_plateau", demo_plateau_fields),
+          "sdpo_head_start": ("sdpo_head_start", sdpo_head_start_fields), "code_lab": ("code_lab", code_lab_fields),
+          "code_lab_starving": ("code_lab_starving", code_lab_fields),
           "nb_smoke_s": ("notebooks_smoke", notebook_wall_fields), "nb_full_s": ("notebooks_full", notebook_wall_fields),
           **DOC_FIELDS,   # the prose of notebooks 04, 07, 08 and the concept pages (report_docs.py)
           **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}

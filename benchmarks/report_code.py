@@ -149,3 +149,29 @@ def sdpo_head_start(res: dict) -> str:
         md_table(["lab", "setting", "method", "plain", "head start", "token win", "gain over GRPO (median)",
                   "per seed"], rows), "",
         line + missing, "", f"Points from {sources}.", "", provenance(res)])
+
+
+def sdpo_head_start_fields(res: dict) -> dict:
+    """Prose numbers of ``sdpo_head_start.json``: the fit, and the median gain on each side of zero."""
+    f = res["summary"]["fit"]
+    lo, hi = f["by_sign"]["head_start <= 0"], f["by_sign"]["head_start > 0"]
+    return {"n": str(f["n"]), "labs": str(len(res["summary"]["labs"])), "r": f"{f['r']:.2f}",
+            "slope": f"{f['slope']:+.2f}", "zero_crossing": f"{f['zero_crossing']:.2f}",
+            "n_none": str(lo["n"]), "gain_none": fmt(lo["median_gain"]), "n_some": str(hi["n"]),
+            "gain_some": fmt(hi["median_gain"])}
+
+
+def code_lab_fields(res: dict) -> dict:
+    """Prose numbers of a code lab results file (``code_lab.json``, ``code_lab_starving.json``): the top
+    dial's teacher, and per method its median final accuracy and seeds above their start."""
+    s, cfg = res["summary"], res["config"]
+    d = max(cfg["run_dials"])
+    q = s["teacher"][str(d)]
+    out = {"plain": fmt(q["plain_acc"]), "feedback_acc": fmt(q["feedback_acc"]), "demo_acc": fmt(q["demo_acc"]),
+           "steps": str(cfg["steps"]), "seeds": str(len(cfg["seeds"]))}
+    for m in cfg["methods"]:
+        mine = [r for r in res["runs"] if r["dial"] == d and r["method"] == m]
+        out[f"{m}_final"] = fmt(statistics.median(r["final_acc"] for r in mine))
+        out[f"{m}_above_start"] = f"{sum(r['final_acc'] > r['start_acc'] for r in mine)} of {len(mine)}"
+    out["start"] = fmt(statistics.median(r["start_acc"] for r in res["runs"]))
+    return out
