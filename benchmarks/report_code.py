@@ -175,3 +175,25 @@ def code_lab_fields(res: dict) -> dict:
         out[f"{m}_above_start"] = f"{sum(r['final_acc'] > r['start_acc'] for r in mine)} of {len(mine)}"
     out["start"] = fmt(statistics.median(r["start_acc"] for r in res["runs"]))
     return out
+
+
+def code_lab_discovery(res: dict) -> str:
+    """``<!-- report:code-lab-discovery -->``: the code lab's test-time discovery (``--discovery``)."""
+    found = res["summary"]["discovery"]
+    q = res["summary"]["teacher"][str(max(res["config"]["dials"]))]
+    return "\n".join([
+        f"The warm start (the top dial): plain held-out accuracy {fmt(q['plain_acc'])}; its teacher, shown the tests' "
+        f"feedback on its own wrong attempt, {fmt(q['feedback_acc'])}.", "",
+        *discovery_lines(found), provenance(res)])
+
+
+def code_lab_discovery_fields(res: dict) -> dict:
+    """Prose numbers of ``code_lab_discovery.json``: rates at max k, attempts to match best-of-k."""
+    found = res["summary"]["discovery"]
+    pooled, K = found["pooled"], max(found["budgets"])
+    out = {"rows": str(found["rows"]), "k_max": str(K), "seeds": str(len(found["per_seed"]))}
+    for m, v in pooled["methods"].items():
+        out[f"{m}_max"] = fmt(v["discovery"][-1])
+        out[f"{m}_ci"] = f"[{v['ci95'][0][-1]:.2f}, {v['ci95'][1][-1]:.2f}]"
+        out[f"{m}_match"] = "never" if v["attempts_to_match"] is None else str(v["attempts_to_match"])
+    return out
