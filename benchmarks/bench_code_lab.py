@@ -32,7 +32,8 @@ teacher, and its update norm: what a method had to learn from.
 Part 3 (``--discovery``), at the top dial: test-time discovery on the held-out functions the warm
 start solves in under 10% of 32 plain samples (at most ``--discovery-rows``): the share of them
 solved within k attempts by best-of-k, multi-turn reprompting with the tests' feedback, and
-test-time SDPO with the feedback-reading teacher (``sdpo/test_time_training.py``, its default rate),
+test-time SDPO with the feedback-reading teacher (``sdpo/test_time_training.py``; its default rate, or with
+``--tts-lr-grid`` the best on hard TRAINING functions at a third of max(k) attempts),
 batches of 8, each method given max(k) attempts, once per ``--discovery-seeds``; 95% intervals
 bootstrap the rows, and ``attempts_to_match`` is the fewest attempts at which a method's rate
 reaches best-of-k's at max(k).
@@ -178,8 +179,28 @@ def teacher_part(dial: int, variant: str = "top") -> dict:
     return out
 
 
-def discovery_part(dial: int, variant: str, seeds: list[int], budgets: list[int], max_rows: int) -> dict:
-    """Part 3 (module docstring): discovery curves per seed on the hard held-out rows, pooled."""
+def tune_tts_lr(model, tok, task, reward, rows: list[dict], grid: list[float], budgets: list[int], **kw) -> dict:
+    """Test-time SDPO's learning rate from ``grid``: its discovery on ``rows`` (hard TRAINING functions, never the
+    held-out ones it is reported on; seed 100) at the largest budget within a third of max(budgets), ties to the
+    smaller rate. Returns {"lr", "by_lr": {lr: discovery curve}, "rows"}."""
+    from sdpo_kit.sdpo.test_time_training import discovery_curves
+
+    K3 = max([k for k in budgets if 3 * k <= max(budgets)] or [min(budgets)])
+    by_lr = {}
+    for lr in grid:
+        res = discovery_curves(model, tok, task, rows, reward, budgets=budgets, batch_size=8, seed=100,
+                               methods=("test_time_sdpo",), learning_rate=lr, **kw)
+        by_lr[lr] = res["methods"]["test_time_sdpo"]["discovery"]
+        print(f"tune test-time SDPO lr {lr:g} on {len(rows)} hard training functions: {by_lr[lr]}", flush=True)
+    at = budgets.index(K3)
+    best = max(grid, key=lambda lr: (by_lr[lr][at], -lr))
+    return {"lr": best, "by_lr": {str(k): v for k, v in by_lr.items()}, "rows": len(rows), "picked_at_k": K3}
+
+
+def discovery_part(dial: int, variant: str, seeds: list[int], budgets: list[int], max_rows: int,
+                   tts_lr_grid: list[float] | None = None) -> dict:
+    """Part 3 (module docstring): discovery curves per seed on the hard held-out rows, pooled; with
+    ``tts_lr_grid``, test-time SDPO's rate tuned first on hard training functions (``tune_tts_lr``)."""
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
@@ -196,15 +217,24 @@ def discovery_part(dial: int, variant: str, seeds: list[int], budgets: list[int]
     hard = hard_rows(model, tok, task, held, reward, samples=32, below=0.1, temperature=cfg.trainer.temperature)
     rows = hard[:max_rows]
     print(f"discovery: {len(hard)} of {len(held)} held-out rows under 10%; {len(rows)} used", flush=True)
+    tuned, extra = {}, {}
+    if tts_lr_grid:
+        train = task.splits()[0][:len(held)]
+        hard_train = hard_rows(model, tok, task, train, reward, samples=32, below=0.1, seed=100,
+                               temperature=cfg.trainer.temperature)[:max_rows]
+        tuned = tune_tts_lr(model, tok, task, reward, hard_train, tts_lr_grid, budgets,
+                            temperature=cfg.trainer.temperature, **templates)
+        extra = {"learning_rate": tuned["lr"]}
     per_seed = {}
     for seed in seeds:
         t0 = time.perf_counter()
         per_seed[str(seed)] = discovery_curves(model, tok, task, rows, reward, budgets=budgets, batch_size=8,
-                                               temperature=cfg.trainer.temperature, seed=1000 * seed, **templates)
+                                               temperature=cfg.trainer.temperature, seed=1000 * seed, **templates,
+                                               **extra)
         print(f"discovery seed {seed} ({time.perf_counter() - t0:.0f} s):",
               {m: v["discovery"] for m, v in per_seed[str(seed)]["methods"].items()}, flush=True)
     return {"hard_of_heldout": [len(hard), len(held)], "rows": len(rows), "budgets": budgets,
-            "per_seed": per_seed, "pooled": pool_discovery(per_seed, budgets)}
+            "per_seed": per_seed, "pooled": pool_discovery(per_seed, budgets), "tts_tuning": tuned}
 
 
 def rate(firsts: list, k: int) -> float:
@@ -268,6 +298,8 @@ def main():
     ap.add_argument("--discovery-seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--discovery-rows", type=int, default=60, help="at most this many hard held-out rows")
     ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64, 128], help="attempts k for part 3")
+    ap.add_argument("--tts-lr-grid", type=float, nargs="+", default=None, help="part 3: tune test-time SDPO's rate "
+                    "on hard training functions first (default: its library default, untuned)")
     args = ap.parse_args()
     v = VARIANTS[args.variant]
     args.out = args.out or f"{v['results']}.json"   # a bare name: benchmarks/results/
@@ -287,8 +319,8 @@ def main():
     lrs = {**{m: pinned[m] for m in args.methods if m in pinned}, **pick_lrs(tuning, to_tune, args.lr_grid)}
     runs = [] if args.no_runs else run_all([(m, top, s, steps, lrs[m], args.variant) for m in args.methods
                                             for s in args.seeds], args.jobs)
-    found = (discovery_part(top, args.variant, args.discovery_seeds, args.budgets, args.discovery_rows)
-             if args.discovery else {})
+    found = (discovery_part(top, args.variant, args.discovery_seeds, args.budgets, args.discovery_rows,
+                            args.tts_lr_grid) if args.discovery else {})
 
     print(f"\nmachine: {machine()}\n")
     print(table(["dial", "plain", "teacher + sibling", "teacher + feedback", "token win demo", "token win feedback"],
@@ -313,7 +345,8 @@ def main():
                           "methods": args.methods, "steps": steps, "base": CONFIG, "variant_fields": v,
                           "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid, "pinned_lr": pinned,
                           "blend_weight": BLEND_WEIGHT, "jobs": args.jobs, "discovery_seeds": args.discovery_seeds,
-                          "budgets": args.budgets, "discovery_rows": args.discovery_rows},
+                          "budgets": args.budgets, "discovery_rows": args.discovery_rows,
+                          "tts_lr_grid": args.tts_lr_grid},
                   runs=runs, summary=summary)
 
 

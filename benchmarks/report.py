@@ -275,7 +275,8 @@ BLOCKS = {
 MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "sdpo_lab_signal": "bench_sdpo_lab_signal.py", "sdpo_lab_signal_1000": "bench_sdpo_lab_signal.py --dial max --steps 1000 --out sdpo_lab_signal_1000.json", "sdpo_lab_discovery": "bench_sdpo_lab.py --no-runs --discovery --out sdpo_lab_discovery.json", "sdpo_lab_ablations": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_loss_third sdpo_sequence sdpo_topk sdpo_full_logits sdpo_paper sdpo_frozen sdpo_live sdpo_feedback_only_without_solution --lr sdpo=1e-05 sdpo_loss_third=1e-05 sdpo_sequence=1e-05 sdpo_topk=1e-05 sdpo_full_logits=1e-05 sdpo_paper=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 sdpo_feedback_only_without_solution=1e-05 --out sdpo_lab_ablations.json --jobs 2", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
           "notebooks_full": "bench_notebooks.py --full", "notebooks_smoke_cold": "bench_notebooks.py --cold", "lab": "bench_lab.py", "code_lab": "bench_code_lab.py --jobs 2",
           "code_lab_starving": "bench_code_lab.py --variant starving --jobs 2",
-          "code_lab_discovery": "bench_code_lab.py --dial 1000 --no-runs --discovery --out code_lab_discovery.json", "sdpo_head_start": "bench_sdpo_head_start.py",
+          "code_lab_discovery": "bench_code_lab.py --dial 1000 --no-runs --discovery --tts-lr-grid 1e-4 3e-4 1e-3 3e-3 "
+          "--out code_lab_discovery.json", "sdpo_head_start": "bench_sdpo_head_start.py",
           "sdpo_lab_stability": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_frozen sdpo_live grpo --steps 600 "
           "--seeds 0 1 2 --lr sdpo=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 grpo=1e-05 --out sdpo_lab_stability.json --jobs 2",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "

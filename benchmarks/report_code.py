@@ -115,11 +115,15 @@ def discovery_lines(found: dict) -> list[str]:
              "never" if v["attempts_to_match"] is None else f"{v['attempts_to_match']} ({v['share_of_max']:.2f})"]
             for m, v in pooled["methods"].items()]
     hard, held = found["hard_of_heldout"]
+    t = found.get("tts_tuning") or {}
+    rate = ("Test-time SDPO at its library default rate (untuned)." if not t else
+            f"Test-time SDPO at rate {t['lr']:g}, the best of {', '.join(t['by_lr'])} by discovery within "
+            f"{t['picked_at_k']} attempts on {t['rows']} hard training functions (none of them held out), seed 100.")
     return [f"Test-time discovery on the {found['rows']} hard held-out functions ({hard} of {held} solved in under 10% "
             f"of 32 samples), seeds {', '.join(found['per_seed'])}, every (seed, function) run pooled, 95% intervals "
             "from resampling the functions:", "",
             md_table(["method", *[f"k = {k}" for k in ks], f"attempts to reach best-of-k at {max(ks)} (share)"], rows),
-            ""]
+            "", rate, ""]
 
 
 def sdpo_head_start(res: dict) -> str:

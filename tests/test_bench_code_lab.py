@@ -118,3 +118,19 @@ def test_pooled_discovery_counts_every_seed_and_row_and_finds_the_attempts_to_ma
     assert tts["attempts_to_match"] == 30 and tts["share_of_max"] == 30 / 128 and bok["attempts_to_match"] == 120
     lo, hi = tts["ci95"]
     assert all(a <= c <= b for a, b, c in zip(lo, hi, tts["discovery"]))
+
+
+def test_test_time_sdpo_s_rate_is_picked_at_a_third_of_the_attempts(monkeypatch):
+    import sdpo_kit.sdpo.test_time_training as ttt
+
+    curves = {1e-4: [0.1, 0.2, 0.3, 0.9], 1e-3: [0.1, 0.4, 0.5, 0.5], 3e-3: [0.1, 0.4, 0.5, 0.6]}
+    seen = []
+
+    def fake(model, tok, task, rows, reward, *, budgets, batch_size, seed, methods, learning_rate, **kw):
+        seen.append((seed, methods, learning_rate, kw))
+        return {"methods": {"test_time_sdpo": {"discovery": curves[learning_rate]}}}
+
+    monkeypatch.setattr(ttt, "discovery_curves", fake)
+    out = code_lab.tune_tts_lr(None, None, None, None, [{}] * 7, [1e-4, 1e-3, 3e-3], [8, 16, 32, 128], temperature=1.0)
+    assert out["picked_at_k"] == 32 and out["lr"] == 1e-3     # 0.5 at k = 32 beats 0.3; a tie goes to the smaller
+    assert out["rows"] == 7 and all(s == 100 and m == ("test_time_sdpo",) for s, m, _, _ in seen)
