@@ -195,7 +195,10 @@ def code_lab_discovery_fields(res: dict) -> dict:
     """Prose numbers of ``code_lab_discovery.json``: rates at max k, attempts to match best-of-k."""
     found = res["summary"]["discovery"]
     pooled, K = found["pooled"], max(found["budgets"])
-    out = {"rows": str(found["rows"]), "k_max": str(K), "seeds": str(len(found["per_seed"]))}
+    t = found.get("tts_tuning") or {}
+    out = {"rows": str(found["rows"]), "k_max": str(K), "seeds": str(len(found["per_seed"])),
+           "tts_lr": f"{t['lr']:g}" if t else "its default", "tts_grid": ", ".join(t.get("by_lr", [])),
+           "tts_tune_rows": str(t.get("rows", 0))}
     for m, v in pooled["methods"].items():
         out[f"{m}_max"] = fmt(v["discovery"][-1])
         out[f"{m}_ci"] = f"[{v['ci95'][0][-1]:.2f}, {v['ci95'][1][-1]:.2f}]"
