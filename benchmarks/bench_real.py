@@ -195,7 +195,7 @@ SDPO_METHODS = {"grpo": ("configs/real_grpo.yaml", {}),
 SETTING = "sums to 20"   # the configs' task (word_problems, kind sum, max_operand 20)
 
 
-def real_teacher(n: int, threads: int) -> dict:
+def real_teacher(n: int) -> dict:
     """The untrained model's teacher on ``n`` held-out questions, with the SDPO config's templates."""
     from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
@@ -264,7 +264,7 @@ def main():
         write_results("real_speed", config={"steps": args.steps, "threads": args.threads, "configs": CONFIGS},
                       runs=runs, summary=summary)
     elif args.what == "sdpo":
-        teacher = {SETTING: real_teacher(args.n_teacher, args.threads)}
+        teacher = {SETTING: real_teacher(args.n_teacher)}
         runs = bench_sdpo(args.methods, args.seeds, args.threads)
         finals = {m: median([r["final_acc"] for r in runs if r["method"] == m]) for m in args.methods}
         print("\n" + table(["method", "start", "final (median)", "per seed"],
