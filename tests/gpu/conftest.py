@@ -73,8 +73,8 @@ def pytest_runtest_logreport(report):  # called for this folder's tests only (a 
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if not CUDA or not _checks:
-        return
+    if not CUDA or not _checks or hasattr(session.config, "workerinput"):
+        return  # with pytest-xdist (-n N) the controller, which sees every worker's reports, writes it
     import transformers
 
     versions = {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
