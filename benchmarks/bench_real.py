@@ -205,7 +205,7 @@ def real_teacher(n: int) -> dict:
 
     cfg = load_config(SDPO_METHODS["sdpo"][0], {})
     task = make_task(**cfg.task)
-    model, tok = load_policy(cfg.model["name"])
+    model, tok = load_policy(cfg.model.name)
     templates = {k: getattr(cfg.trainer, k) for k in TEMPLATE_KEYS}
     t0 = time.perf_counter()
     q = teacher_quality(model.eval(), tok, task, task.splits()[1][:n], batch_size=16,
