@@ -3,16 +3,18 @@
 #
 #   here:  python benchmarks/gpu_wheels.py --pack      # .gpu-wheels/{site.tar.xz,llama.cpp.tar.xz,model.part-a,-b}
 #   there: bash benchmarks/gpu_lease.sh base           # carry site.tar.xz, llama.cpp.tar.xz, model.part-a
-#          bash benchmarks/gpu_lease.sh t4             # carry model.part-b (same warm machine: part a waits in $STASH)
+#          bash benchmarks/gpu_lease.sh real           # carry model.part-b (same warm machine: part a waits in $STASH)
 #
-# base: every GPU check except the notebooks' T4 profile (Unsloth, 4-bit, fp16, TRL on CUDA, export, the
-#       notebooks on the tiny lab); t4: the notebooks on the T4 profile with the real model (the wheel joined
-#       from its two parts). Each writes $OUT/gpu_check_<stage>.json (tests/gpu/conftest.py's report) and
-#       its log. The warm starts are made once before pytest-xdist's workers start (WORKERS, default 8).
+# base: every GPU check except the notebooks on the real model (Unsloth, 4-bit, fp16, TRL on CUDA, export, the
+#       notebooks on the tiny lab); real: the notebooks on the real model through the GPU path (the wheel
+#       joined from its two parts). SELECT replaces either stage's pytest -k expression (a subset). Each
+#       writes $OUT/gpu_check_<stage>.json (tests/gpu/conftest.py's report) and its log. sdpo_kit is
+#       installed editable (its metadata: notebook 00 prints its version); the warm starts are made once
+#       before pytest-xdist's workers start (WORKERS, default 8).
 # The machine's own python3 (CUDA torch, transformers, peft, accelerate) runs everything; the packed site
 # (benchmarks/gpu_wheels.py) adds trl 1.15, unsloth, bitsandbytes, datasets, gguf, IPython, ipywidgets.
 set -uo pipefail
-stage=${1:?usage: gpu_lease.sh base|t4}
+stage=${1:?usage: gpu_lease.sh base|real}
 cd "$(dirname "$0")/.."
 carry=.gpu-wheels
 stash=${STASH:-/tmp/sdpo_kit_gpu}
@@ -33,14 +35,15 @@ export PYTHONPATH="$PWD:$stash/site" SDPO_KIT_LLAMA_CPP="$stash/llama.cpp" SDPO_
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import importlib.metadata as m, torch; print('torch', torch.__version__, torch.cuda.get_device_name(0), \
 *[f'{n} {m.version(n)}' for n in ('transformers', 'trl', 'peft', 'bitsandbytes', 'unsloth', 'datasets')])"
+python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >/dev/null || echo "sdpo_kit: no metadata"
 case $stage in
-    base) select="not t4-profile"
+    base) select="not real-model"
           python3 -c "from sdpo_kit.models import load_policy; load_policy('tiny-lab')" ;;
-    t4)   select="t4-profile"
+    real) select="real-model"
           [ -n "${SDPO_KIT_SMOLLM2_WHEEL:-}" ] || { echo "no model wheel: carry model.part-a and -b"; exit 1; }
           python3 -c "from sdpo_kit.lab.real_model import smollm2_dir; print(smollm2_dir())" || exit 1 ;;
     *)    echo "unknown stage $stage"; exit 2 ;;
 esac
 SDPO_KIT_GPU_REPORT="$out/gpu_check_$stage.json" timeout -s INT "${BUDGET:-270}" \
-    python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu -k "$select" -n "${WORKERS:-8}" -rfEs \
+    python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu -k "${SELECT:-$select}" -n "${WORKERS:-8}" -rfEs \
     2>&1 | tee "$out/gpu_check_$stage.log"

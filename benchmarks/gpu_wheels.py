@@ -178,7 +178,7 @@ def main(argv=None) -> int:
         sizes = pack(args.dest, wheels, model, converter, args.python_version, args.platform or PLATFORMS,
                      args.cuda, args.upload_mib)
         print("packed: " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items()))
-        print("there: bash benchmarks/gpu_lease.sh base, then bash benchmarks/gpu_lease.sh t4")
+        print("there: bash benchmarks/gpu_lease.sh base, then bash benchmarks/gpu_lease.sh real")
     return 0
 
 

@@ -143,3 +143,19 @@ def test_bad_input_is_one_line_and_exit_status_2(runs, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert err.startswith("sdpo-kit export: ") and words in err and "\n" not in err, (args, err)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_gpu_export_loads_in_the_dtype_it_writes(runs, tmp_path, monkeypatch):
+    """On CUDA a model loads in the card's 16 bits by default; a merged fp32 export of a full run must not go
+    through them (the first GPU run, on an H200, exported fp32 files that differed from the run by 4e-2)."""
+    import torch
+
+    import sdpo_kit.deploy.export as ex
+
+    seen = []
+    real = ex.load_run_model
+    monkeypatch.setattr(ex, "load_run_model", lambda run_dir, dtype=None: seen.append(dtype) or real(run_dir, dtype))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for dtype in ("fp32", "fp16", "bf16"):
+        export(runs / "full", "merged", tmp_path / dtype, dtype=dtype)
+    assert seen == [torch.float32, torch.float16, torch.bfloat16]

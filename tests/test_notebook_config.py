@@ -70,3 +70,17 @@ def test_choose_model_and_the_profile_each_model_runs(capsys):
     assert "borrowed" not in capsys.readouterr().out
     with pytest.raises(KeyError, match="no 'smollm2-135m' profile"):
         pick_profile({TINY_LAB: {}}, REAL_CPU_MODEL, cuda=False)
+
+
+def test_sdpo_kit_profile_names_the_profile_on_any_device():
+    """$SDPO_KIT_PROFILE overrides the device's rule (make gpu-check runs the real CPU model's own profile on a
+    GPU: it cannot learn the T4 profile's task); unset, the rule stands."""
+    env = {"SDPO_KIT_PROFILE": REAL_CPU_MODEL}
+    assert profile_key(REAL_CPU_MODEL, cuda=True, env=env) == REAL_CPU_MODEL
+    assert profile_key(REAL_CPU_MODEL, cuda=True, env={}) == T4_MODEL
+    profiles = {REAL_CPU_MODEL: {"steps": 20, "smoke": {"steps": 1}}, T4_MODEL: {"steps": 200}}
+    import os
+    from unittest import mock
+
+    with mock.patch.dict(os.environ, env):
+        assert pick_profile(profiles, REAL_CPU_MODEL, smoke=True, cuda=True, verbose=False) == {"steps": 1}

@@ -46,3 +46,25 @@ def test_a_trl_without_a_cpu_log_prob_path_is_named(monkeypatch):
 
     monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", StandIn)
     check_trl_runs_on("cpu")
+
+
+def test_beside_a_gpu_the_cpu_preset_moves_there_on_a_trl_that_cannot_train_on_a_cpu(monkeypatch):
+    """trl 1.15 (the colab extra) on a GPU machine running the tiny lab (TRL's 'cpu' preset): the first GPU run,
+    on an H200, failed here; now the preset trains on the GPU in fp32, with a warning. Without a GPU, or on a
+    TRL that runs on a CPU, the arguments stay as they are."""
+    import torch
+
+    from sdpo_kit.core.trl_base import cpu_args_on_gpu, resolve_preset
+
+    cpu = resolve_preset("cpu")
+    monkeypatch.delattr(trl_utils, "_use_triton", raising=False)
+    monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cpu_args_on_gpu(cpu) == cpu                        # no GPU: check_trl_runs_on names the problem
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.warns(UserWarning, match="cannot train on a CPU.*trains on the GPU instead, in fp32"):
+        moved = cpu_args_on_gpu(cpu)
+    assert moved == {**cpu, "use_cpu": False} and not moved["fp16"] and not moved["bf16"]
+    assert cpu_args_on_gpu(resolve_preset("t4")) == resolve_preset("t4")    # not asked for the CPU
+    monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", type("StandIn", (), {}))
+    assert cpu_args_on_gpu(cpu) == cpu                        # a TRL that runs on a CPU: stays there

@@ -12,6 +12,11 @@ completion budget, learning rate, steps, TRL preset, ...), one entry per profile
     T4_MODEL         Qwen2.5-0.5B-Instruct on a Colab T4: fp16, LoRA on a 4-bit base through
                      Unsloth, gradient checkpointing; tens of minutes
 
+``$SDPO_KIT_PROFILE`` names the profile outright, whatever the device: ``SDPO_KIT_MODEL=smollm2-135m
+SDPO_KIT_PROFILE=smollm2-135m`` on a GPU runs that model's own task and sizes on the GPU path (16 bits,
+LoRA, Unsloth's 4-bit base when it is installed), which is how ``make gpu-check`` tests the GPU path
+with a model that has no hub to come from and is too small to learn the T4 profile's task.
+
 A profile's ``"smoke"`` entry holds its smoke-mode sizes (``SDPO_KIT_SMOKE=1``, what CI runs), which
 replace the full sizes; nothing else differs between the two. The device decides the rest: on CUDA
 every model but the tiny lab runs the T4 profile, on a CPU every real model runs the CPU one, so a
@@ -30,6 +35,7 @@ TINY_LAB = "tiny-lab"
 REAL_CPU_MODEL = "smollm2-135m"
 T4_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 ENV = "SDPO_KIT_MODEL"
+PROFILE_ENV = "SDPO_KIT_PROFILE"
 CHOICES = {TINY_LAB: "the offline tiny lab (CPU, seconds)",
            REAL_CPU_MODEL: "SmolLM2-135M-Instruct, a real instruct model, offline on a CPU (minutes)",
            T4_MODEL: "Qwen2.5-0.5B-Instruct on a GPU such as Colab's T4 (the default there)"}
@@ -43,8 +49,12 @@ def choose_model(env=None, cuda: bool | None = None) -> str:
     return env.get(ENV) or (T4_MODEL if cuda else TINY_LAB)
 
 
-def profile_key(model: str, cuda: bool | None = None) -> str:
-    """The profile ``model`` runs: the tiny lab's own; on CUDA the T4 profile; on a CPU the real CPU model's."""
+def profile_key(model: str, cuda: bool | None = None, env=None) -> str:
+    """The profile ``model`` runs: ``$SDPO_KIT_PROFILE`` when set; else the tiny lab's own; on CUDA the T4
+    profile; on a CPU the real CPU model's."""
+    env = os.environ if env is None else env
+    if env.get(PROFILE_ENV):
+        return env[PROFILE_ENV]
     cuda = torch.cuda.is_available() if cuda is None else cuda
     if model == TINY_LAB:
         return TINY_LAB

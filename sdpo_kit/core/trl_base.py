@@ -25,6 +25,7 @@
 * ``check_trl_runs_on(device)``: trl 1.15 (Unsloth's pin) computes GRPO's log-probs with a
   Triton kernel only, so its GRPOTrainer cannot run on a CPU; this says so before TRL crashes
   with ``'NoneType' object has no attribute 'apply'``. trl 1.16 falls back to torch off-GPU.
+  ``cpu_args_on_gpu(args)``: beside a GPU, the ``cpu`` preset moves there on such a TRL.
 
 TRL 1.15 and 1.16: every name imported from TRL here and in ``trl_grpo.py`` (``GRPOConfig``,
 ``GRPOTrainer``, ``TrainerCallback`` via transformers) is in the same place in both, and
@@ -136,8 +137,8 @@ def check_enough_rows(num_rows: int | None, args) -> None:
         )
 
 
-def check_trl_runs_on(device) -> None:
-    """RuntimeError when the installed TRL cannot compute log-probs on ``device``.
+def trl_runs_on(device) -> bool:
+    """Whether the installed TRL computes GRPO's log-probs on ``device``.
 
     TRL routes every log-prob through a fused head (``trl.trainer.utils._ChunkedLogProbFunction``).
     trl >= 1.16 uses its Triton kernel on CUDA / XPU and plain torch elsewhere (it has
@@ -145,21 +146,42 @@ def check_trl_runs_on(device) -> None:
     without triton). A stand-in installed in its place (the tests' ``trl115_cpu_kernel``) passes.
     """
     if torch.device(device).type in ("cuda", "xpu"):
-        return
-    import trl
+        return True
     import trl.trainer.utils as trl_utils
 
     if hasattr(trl_utils, "_use_triton"):
-        return
+        return True
     try:
         from trl.kernels import ChunkedLogProbFunction as triton_kernel
     except ImportError:  # triton is not installed
         triton_kernel = None
-    if getattr(trl_utils, "_ChunkedLogProbFunction", None) in (None, triton_kernel):
+    return getattr(trl_utils, "_ChunkedLogProbFunction", None) not in (None, triton_kernel)
+
+
+def check_trl_runs_on(device) -> None:
+    """RuntimeError when the installed TRL cannot compute log-probs on ``device`` (``trl_runs_on``)."""
+    if not trl_runs_on(device):
+        import trl
+
         raise RuntimeError(
             f"trl {trl.__version__}'s GRPOTrainer computes log-probs with a Triton kernel that needs a GPU, "
             f"so it cannot train on {torch.device(device).type}. On a CPU use trl 1.16 "
             f"(pip install 'trl==1.16.0'; sdpo_kit supports both) or backend: scratch.")
+
+
+def cpu_args_on_gpu(args: dict) -> dict:
+    """``args`` without ``use_cpu``, with a warning, when they ask for the CPU, the installed TRL cannot train
+    there (trl 1.15, Unsloth's pin) and a GPU is there: the ``cpu`` preset (fp32, what the tiny lab runs)
+    then trains on the GPU, as on a Colab T4 with the ``colab`` extra; else ``args`` unchanged."""
+    if not (args.get("use_cpu") and torch.cuda.is_available()) or trl_runs_on("cpu"):
+        return args
+    import warnings
+
+    import trl
+
+    warnings.warn(f"trl {trl.__version__} cannot train on a CPU (its log-prob kernel is Triton's): the 'cpu' preset "
+                  "trains on the GPU instead, in fp32", stacklevel=3)
+    return {**args, "use_cpu": False}
 
 
 def split_callbacks(callbacks: Sequence) -> tuple[list, list]:

@@ -94,7 +94,7 @@ def export(run_dir, fmt: str = "lora", output_dir=None, *, dtype: str = "fp16", 
                 if f.is_file():
                     shutil.copy2(f, tmp / f.name)
         else:
-            model, tok = load_run_model(run_dir)
+            model, tok = load_run_model(run_dir, _load_dtype(fmt, dtype))
             if fmt == "gguf":
                 from sdpo_kit.deploy.gguf import ConverterUnavailable, convert
 
@@ -119,6 +119,17 @@ def export(run_dir, fmt: str = "lora", output_dir=None, *, dtype: str = "fp16", 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _load_dtype(fmt: str, dtype: str) -> torch.dtype | None:
+    """The dtype the run's model loads in for an export: fp32 for GGUF (the converter reads fp32) and for a
+    merged fp32 export; on a GPU a merged 16-bit export loads in that dtype (the default there is the card's
+    16 bits: bf16 on an H100, whose rounding an fp16 file would inherit); else the default (fp32 on a CPU)."""
+    if fmt == "gguf" or (fmt == "merged" and dtype == "fp32"):
+        return torch.float32
+    if fmt == "merged" and torch.cuda.is_available():
+        return DTYPES[dtype]
+    return None
 
 
 def _check_4bit() -> None:
@@ -146,12 +157,15 @@ def _quantise_4bit(model, tmp: Path):  # pragma: no cover - needs a GPU
 @torch.no_grad()
 def round_trip(run_dir, export_dir, prompts, *, max_new_tokens: int = 8) -> dict:
     """Load ``export_dir`` back (transformers; a LoRA export on the run's base) and compare it with
-    the run's model in fp32 on ``prompts``, both on the CPU (a GPU run's base loads on the GPU):
-    greedy completions equal, and the largest logit difference over the prompts' next-token logits."""
+    the run's model in fp32 on ``prompts``, both on the GPU when there is one, else on the CPU: greedy
+    completions equal, and the largest logit difference over the prompts' next-token logits. (Not on the
+    CPU beside a GPU: once Unsloth is imported, its patched Llama / Qwen forward runs Triton kernels that
+    need CUDA tensors, whichever loader made the model.)"""
     from transformers import AutoModelForCausalLM
 
     ref, tok = load_run_model(run_dir, dtype=torch.float32)
-    ref = ref.cpu()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    ref = ref.to(device, torch.float32)
     export_dir = Path(export_dir)
     if is_adapter(export_dir):
         from peft import PeftModel
@@ -162,4 +176,4 @@ def round_trip(run_dir, export_dir, prompts, *, max_new_tokens: int = 8) -> dict
         got = AutoModelForCausalLM.from_pretrained(export_dir).eval()
     dtype = next(got.parameters()).dtype
     return {"dtype": str(dtype).replace("torch.", ""),
-            **compare_models(ref, got.to("cpu", torch.float32), tok, prompts, max_new_tokens)}
+            **compare_models(ref, got.to(device, torch.float32), tok, prompts, max_new_tokens)}

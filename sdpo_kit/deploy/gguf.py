@@ -257,6 +257,8 @@ def gguf_round_trip(run_dir, gguf_file, prompts, *, max_new_tokens: int = 8) -> 
     meta = gguf_metadata(gguf_file)
     got = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
                                                dtype=torch.float32).eval()   # dequantised to fp32
+    device = "cuda" if torch.cuda.is_available() else "cpu"   # beside a GPU, Unsloth's patched forward needs CUDA
+    ref, got = ref.to(device), got.to(device)
     gtok, reader, notes = gguf_tokenizer(gguf_file, meta)
     raw = gguf_vocabulary(gguf_file, raw=True)
     ours = {i: t for t, i in tok.get_vocab().items()}
@@ -266,7 +268,7 @@ def gguf_round_trip(run_dir, gguf_file, prompts, *, max_new_tokens: int = 8) -> 
     out = {"vocab_equal": vocab_equal, "bytes": gguf_file.stat().st_size,
            **compare_tokenizer_metadata(meta, expected_tokenizer_metadata(run_dir, tok)), "tokenizer_reader": reader}
 
-    enc = encode_prompts(tok, prompts)
+    enc = encode_prompts(tok, prompts, device)
     out["max_logit_diff"] = (ref(**enc).logits[:, -1] - got(**enc).logits[:, -1]).abs().max().item()
     same_prompt = [encode_prompts(tok, [p])["input_ids"].tolist() == encode_prompts(gtok, [p])["input_ids"].tolist()
                    for p in prompts]

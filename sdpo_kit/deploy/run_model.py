@@ -148,7 +148,7 @@ def compare_models(ref, got, tok, prompts, max_new_tokens: int = 8) -> dict:
     greedy answers are the same) and ``greedy_equal`` (all of them)."""
     from sdpo_kit.core.sampling import encode_prompts, generate_completions
 
-    enc = encode_prompts(tok, prompts)
+    enc = encode_prompts(tok, prompts, next(ref.parameters()).device)    # both models on one device
     diff = (ref(**enc).logits[:, -1].float() - got(**enc).logits[:, -1].float()).abs().max().item()
     a = generate_completions(ref, tok, prompts, max_new_tokens=max_new_tokens)
     b = generate_completions(got, tok, prompts, max_new_tokens=max_new_tokens)

@@ -48,6 +48,7 @@ from sdpo_kit.core.trl_base import (
     check_enough_rows,
     check_group_divisibility,
     check_trl_runs_on,
+    cpu_args_on_gpu,
     quiet,
     resolve_preset,
     split_callbacks,
@@ -169,6 +170,7 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     reward_funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
     check_columns(train_dataset.column_names, reward_funcs)
     args = grpo_args(preset, output_dir, args_class=args_class, **grpo_overrides)
+    args = cpu_args_on_gpu(args)   # trl 1.15 beside a GPU: the 'cpu' preset trains there
     check_trl_runs_on("cpu" if args.get("use_cpu") or not torch.cuda.is_available() else "cuda")
     if reward_weights is not None:
         args["reward_weights"] = list(reward_weights)
