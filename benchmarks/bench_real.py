@@ -214,7 +214,8 @@ def real_teacher(n: int) -> dict:
     return q
 
 
-def bench_sdpo(methods: list[str], seeds: list[int], threads: int) -> list[dict]:
+def bench_sdpo(methods: list[str], seeds: list[int], threads: int, on_run=None) -> list[dict]:
+    """Every (seed, method) run, seed by seed; ``on_run(runs)`` after each (the results file so far)."""
     runs = []
     for seed in seeds:
         for method in methods:
@@ -230,6 +231,8 @@ def bench_sdpo(methods: list[str], seeds: list[int], threads: int) -> list[dict]
                          "wall_s": round(time.perf_counter() - t0, 1), "config": path, "overrides": over})
             print(f"{method} seed {seed}: {s['before']:.3f} -> {s['after']:.3f} in {runs[-1]['wall_s'] / 60:.1f} min",
                   flush=True)
+            if on_run:
+                on_run(runs)
     return runs
 
 
@@ -265,14 +268,22 @@ def main():
                       runs=runs, summary=summary)
     elif args.what == "sdpo":
         teacher = {SETTING: real_teacher(args.n_teacher)}
-        runs = bench_sdpo(args.methods, args.seeds, args.threads)
-        finals = {m: median([r["final_acc"] for r in runs if r["method"] == m]) for m in args.methods}
+        config = {"methods": {m: SDPO_METHODS[m] for m in args.methods}, "seeds": args.seeds, "threads": args.threads,
+                  "n_teacher": args.n_teacher}
+
+        def save(runs, complete=False):   # after every run: a run cut short keeps the seeds it finished
+            done = [m for m in args.methods if any(r["method"] == m for r in runs)]
+            finals = {m: median([r["final_acc"] for r in runs if r["method"] == m]) for m in done}
+            write_results("real_sdpo", config=config, runs=runs,
+                          summary={"teacher": teacher, "final_median": finals, "complete": complete,
+                                   "seeds_done": sorted({r["seed"] for r in runs})})
+            return finals
+
+        runs = bench_sdpo(args.methods, args.seeds, args.threads, on_run=save)
+        finals = save(runs, complete=True)
         print("\n" + table(["method", "start", "final (median)", "per seed"],
                            [[m, median([r["start_acc"] for r in runs if r["method"] == m]), finals[m],
                              ", ".join(f"{r['final_acc']:.3f}" for r in runs if r["method"] == m)] for m in args.methods]))
-        write_results("real_sdpo", config={"methods": {m: SDPO_METHODS[m] for m in args.methods}, "seeds": args.seeds,
-                                           "threads": args.threads, "n_teacher": args.n_teacher},
-                      runs=runs, summary={"teacher": teacher, "final_median": finals})
     else:
         from sdpo_kit.cli import parse_set
 
