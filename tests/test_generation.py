@@ -193,6 +193,15 @@ def test_a_forward_that_drops_the_cache_is_refused_not_silently_wrong(model, tok
     with pytest.raises(SharePromptUnsupported, match="no KV cache"):
         shared_prompt_logprobs(NoCache(model), *grouped_batch(tok), group_size=G)
 
+    class TupleCache(NoCache):   # Unsloth's patched forward on a GPU returns the legacy tuple of (k, v) per layer
+        def forward(self, **kw):
+            out = self.inner(**{k: v for k, v in kw.items() if k not in ("past_key_values", "use_cache")})
+            out.past_key_values = ((torch.zeros(1), torch.zeros(1)),)
+            return out
+
+    with pytest.raises(SharePromptUnsupported, match="no KV cache"):
+        shared_prompt_logprobs(TupleCache(model), *grouped_batch(tok), group_size=G)
+
 
 def test_grpo_loop_falls_back_when_the_training_forward_drops_the_cache(tok, monkeypatch):
     """The first-batch check runs in eval mode; a failure in the training forward later also

@@ -223,7 +223,8 @@ def shared_prompt_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.T
     if T == 1:
         return token_logprobs(first, completion_ids, temperature)              # (B, 1)
     cache = out.past_key_values
-    if cache is None or cache.get_seq_length() != P:  # e.g. a patched forward that skips the cache
+    # e.g. a patched forward that skips the cache, or returns the legacy tuple (Unsloth's, on a GPU)
+    if cache is None or not hasattr(cache, "get_seq_length") or cache.get_seq_length() != P:
         raise SharePromptUnsupported("the model's forward returned no KV cache for the prompt; "
                          "call completion_logprobs instead")
     cache.batch_repeat_interleave(G)                                           # (B, heads, P, d) per layer

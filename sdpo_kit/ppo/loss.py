@@ -73,7 +73,7 @@ def per_token_rewards(scores: torch.Tensor, logp: torch.Tensor, ref_logp: torch.
     positions = torch.arange(T, device=mask.device).expand_as(mask)                # (B, T)
     last = torch.where(mask.bool(), positions, -1).max(1).values                   # (B,) -1: empty row
     at_last = (positions == last[:, None]) & (last[:, None] >= 0)                  # (B, T)
-    rewards = non_score + at_last.to(non_score.dtype) * scores.to(non_score.dtype)[:, None]
+    rewards = non_score + at_last.to(non_score) * scores.to(non_score)[:, None]   # a reward on the CPU too
     return rewards, non_score, kl
 
 
