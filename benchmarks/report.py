@@ -51,7 +51,16 @@ from report_docs import DOC_FIELDS
 from report_format import discovery_table, fmt, md_table, provenance
 from report_notebooks import notebook_fields, notebook_reference, notebook_wall_fields
 from report_pins import install_pip, pins_fields
-from report_real import real_fields, real_learn, real_speed, real_speed_fields, real_tasks, real_tasks_fields
+from report_real import (
+    real_fields,
+    real_learn,
+    real_sdpo,
+    real_sdpo_fields,
+    real_speed,
+    real_speed_fields,
+    real_tasks,
+    real_tasks_fields,
+)
 from report_sdpo_lab import (
     discovery_fields,
     sdpo_lab,
@@ -269,6 +278,7 @@ BLOCKS = {
     "real-tasks": ("real_tasks", real_tasks),
     "real-speed": ("real_speed", real_speed),
     "real-learn": ("real_learn", real_learn),
+    "real-sdpo": ("real_sdpo", real_sdpo),
     "notebooks-smoke-real": ("notebooks_smoke_real", notebooks),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
@@ -352,6 +362,7 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "sdpo_lab_discovery": ("sdpo_lab_discovery", sdpo_lab_discovery_fields), "ppo": ("ppo", ppo_fields),
           "export": ("export", export_fields), "real_learn": ("real_learn", real_fields),
           "real_tasks": ("real_tasks", real_tasks_fields), "real_speed": ("real_speed", real_speed_fields),
+          "real_sdpo": ("real_sdpo", real_sdpo_fields),
           "demo_plateau": ("demo_plateau", demo_plateau_fields),
           "sdpo_head_start": ("sdpo_head_start", sdpo_head_start_fields), "code_lab": ("code_lab", code_lab_fields),
           "code_lab_starving": ("code_lab_starving", code_lab_fields),

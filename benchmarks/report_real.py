@@ -4,9 +4,12 @@
     real-speed   s/step, trained tokens per second and peak memory of every algorithm and backend,
                  against the limit the machine's matmul speed sets
     real-learn   GRPO's held-out accuracy before and after, per seed, against two standard errors
+    real-sdpo    GRPO against SDPO (and the RLHF book's recipe) per seed, with the untrained teacher's head start
 """
 
 from __future__ import annotations
+
+import statistics
 
 from report_format import fmt, md_table, provenance
 
@@ -74,3 +77,50 @@ def real_speed_fields(res: dict) -> dict:
     grpo = next(r for r in res["runs"] if (r["algorithm"], r["backend"]) == ("grpo", "scratch"))
     return {"pass_over_limit": fmt(s["training_pass_over_limit"], 2), "limit": f"{s['limit_tokens_per_s']['lora']:.0f}",
             "pass_tokens": f"{s['training_pass']['tokens_per_s']:.0f}", "grpo_s": f"{grpo['median_s']:.1f}"}
+
+
+def _sdpo_parts(res: dict):
+    """(teacher dict, methods run, {method: {seed: run}}, seeds every method finished)."""
+    teacher = next(iter(res["summary"]["teacher"].values()))
+    methods = [m for m in res["config"]["methods"] if any(r["method"] == m for r in res["runs"])]
+    by = {m: {r["seed"]: r for r in res["runs"] if r["method"] == m} for m in methods}
+    paired = sorted(set.intersection(*(set(v) for v in by.values()))) if by else []
+    return teacher, methods, by, paired
+
+
+def real_sdpo(res: dict) -> str:
+    teacher, methods, by, paired = _sdpo_parts(res)
+    rows = []
+    for m in methods:
+        finals = [by[m][s]["final_acc"] for s in paired]
+        gains = [by[m][s]["final_acc"] - by["grpo"][s]["final_acc"] for s in paired] if "grpo" in by else []
+        cover = [statistics.mean(by[m][s]["teacher_coverage"]) for s in paired if by[m][s].get("teacher_coverage")]
+        rows.append([m, fmt(statistics.median(by[m][s]["start_acc"] for s in paired)),
+                     ", ".join(fmt(f) for f in finals), f"**{fmt(statistics.median(finals))}**",
+                     "-" if m == "grpo" or not gains else f"{statistics.median(gains):+.3f}",
+                     fmt(statistics.mean(cover)) if cover else "-",
+                     f"{statistics.median(by[m][s]['wall_s'] for s in paired) / 60:.0f}"])
+    planned = res["config"]["seeds"]
+    cut = ("" if res["summary"].get("complete", True) else
+           f" The run was cut short: seeds {', '.join(map(str, paired))} of {', '.join(map(str, planned))} finished "
+           f"for every method (a seed some methods finished is left out).")
+    return "\n".join([
+        f"The untrained teacher on {teacher['n']} held-out questions: plain **{fmt(teacher['plain_acc'])}**, with a "
+        f"successful sibling's answer **{fmt(teacher['demo_acc'])}** (head start "
+        f"{teacher['demo_acc'] - teacher['plain_acc']:+.3f}), with feedback on its own wrong answer "
+        f"{fmt(teacher['feedback_acc'])}.", "",
+        md_table(["method", "start", "final, per seed", "final (median)", "minus GRPO (median of seed pairs)",
+                  "teacher coverage", "wall min"], rows), "",
+        f"Configs: {', '.join(f'`{m}`: `{c[0]}`' for m, c in res['config']['methods'].items())}; "
+        f"{res['config']['threads']} threads.{cut}", "", provenance(res)])
+
+
+def real_sdpo_fields(res: dict) -> dict:
+    """``real_sdpo``'s numbers for prose: the head start, the medians and the gain over GRPO."""
+    teacher, methods, by, paired = _sdpo_parts(res)
+    med = {m: statistics.median(by[m][s]["final_acc"] for s in paired) for m in methods}
+    gain = statistics.median(by["sdpo"][s]["final_acc"] - by["grpo"][s]["final_acc"] for s in paired)
+    return {"plain": fmt(teacher["plain_acc"]), "demo": fmt(teacher["demo_acc"]),
+            "head_start": f"{teacher['demo_acc'] - teacher['plain_acc']:+.3f}", "grpo": fmt(med["grpo"]),
+            "sdpo": fmt(med["sdpo"]), "gain": f"{gain:+.3f}", "seeds": str(len(paired)),
+            "start": fmt(statistics.median(by["grpo"][s]["start_acc"] for s in paired))}
