@@ -36,6 +36,7 @@ from sdpo_kit.deploy.run_model import (  # noqa: F401 (ExportError, compare_mode
     ExportError,
     base_model,
     compare_models,
+    comparison_device,
     is_adapter,
     load_run_model,
     run_model_dir,
@@ -157,14 +158,12 @@ def _quantise_4bit(model, tmp: Path):  # pragma: no cover - needs a GPU
 @torch.no_grad()
 def round_trip(run_dir, export_dir, prompts, *, max_new_tokens: int = 8) -> dict:
     """Load ``export_dir`` back (transformers; a LoRA export on the run's base) and compare it with
-    the run's model in fp32 on ``prompts``, both on the GPU when there is one, else on the CPU: greedy
-    completions equal, and the largest logit difference over the prompts' next-token logits. (Not on the
-    CPU beside a GPU: once Unsloth is imported, its patched Llama / Qwen forward runs Triton kernels that
-    need CUDA tensors, whichever loader made the model.)"""
+    the run's model in fp32 on ``prompts``, both on ``comparison_device()``: greedy completions equal, and
+    the largest logit difference over the prompts' next-token logits."""
     from transformers import AutoModelForCausalLM
 
     ref, tok = load_run_model(run_dir, dtype=torch.float32)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = comparison_device()
     ref = ref.to(device, torch.float32)
     export_dir = Path(export_dir)
     if is_adapter(export_dir):

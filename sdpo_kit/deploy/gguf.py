@@ -247,7 +247,7 @@ def gguf_round_trip(run_dir, gguf_file, prompts, *, max_new_tokens: int = 8) -> 
     from transformers import AutoModelForCausalLM
 
     from sdpo_kit.core.sampling import encode_prompts, sample
-    from sdpo_kit.deploy.run_model import load_run_model
+    from sdpo_kit.deploy.run_model import comparison_device, load_run_model
     from sdpo_kit.lab.real_model import gguf_metadata
 
     if importlib.util.find_spec("gguf") is None:
@@ -257,7 +257,7 @@ def gguf_round_trip(run_dir, gguf_file, prompts, *, max_new_tokens: int = 8) -> 
     meta = gguf_metadata(gguf_file)
     got = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
                                                dtype=torch.float32).eval()   # dequantised to fp32
-    device = "cuda" if torch.cuda.is_available() else "cpu"   # beside a GPU, Unsloth's patched forward needs CUDA
+    device = comparison_device()
     ref, got = ref.to(device), got.to(device)
     gtok, reader, notes = gguf_tokenizer(gguf_file, meta)
     raw = gguf_vocabulary(gguf_file, raw=True)

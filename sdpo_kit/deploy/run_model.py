@@ -142,6 +142,13 @@ def load_run_model(run_dir, dtype: torch.dtype | None = None):
     return PeftModel.from_pretrained(base, model_dir).merge_and_unload().eval(), tok
 
 
+def comparison_device() -> str:
+    """Where a round trip compares two models: the GPU when there is one, else the CPU. Not the CPU beside a
+    GPU: once Unsloth is imported, its patched Llama / Qwen forward runs Triton kernels that need CUDA
+    tensors, whichever loader made the model (the first GPU run, 2026-11-26)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @torch.no_grad()
 def compare_models(ref, got, tok, prompts, max_new_tokens: int = 8) -> dict:
     """``max_logit_diff`` (next-token logits on ``prompts``), ``greedy_agree`` (share of prompts whose
