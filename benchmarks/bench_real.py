@@ -41,6 +41,7 @@ Left out on purpose: the T4 profile (no GPU here) and any run past 30 minutes.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import resource
 import statistics
@@ -48,7 +49,7 @@ import tempfile
 import time
 
 import torch
-from _common import machine, median, run_config, table, write_results
+from _common import git_commit, machine, median, results_path, run_config, table, write_results
 
 CONFIGS = {"grpo": "configs/real_grpo.yaml", "sdpo": "configs/real_sdpo.yaml", "vapor": "configs/real_vapor.yaml",
            "ppo": "configs/real_ppo.yaml"}
@@ -214,11 +215,15 @@ def real_teacher(n: int) -> dict:
     return q
 
 
-def bench_sdpo(methods: list[str], seeds: list[int], threads: int, on_run=None) -> list[dict]:
-    """Every (seed, method) run, seed by seed; ``on_run(runs)`` after each (the results file so far)."""
-    runs = []
+def bench_sdpo(methods: list[str], seeds: list[int], threads: int, on_run=None, prior: list[dict] = ()) -> list[dict]:
+    """Every (seed, method) run, seed by seed; ``on_run(runs)`` after each (the results file so far).
+    ``prior``: runs an earlier, cut-short invocation finished (``--resume``), kept and not run again."""
+    runs = list(prior)
+    commit = git_commit()
     for seed in seeds:
         for method in methods:
+            if any(r["method"] == method and r["seed"] == seed for r in runs):
+                continue
             path, over = SDPO_METHODS[method]
             with tempfile.TemporaryDirectory() as out:
                 t0 = time.perf_counter()
@@ -228,12 +233,32 @@ def bench_sdpo(methods: list[str], seeds: list[int], threads: int, on_run=None) 
                          "final_acc": s["after"], "acc_by_step": [[r["step"], r["eval/accuracy"]] for r in h
                                                                   if r.get("eval/accuracy") is not None],
                          "teacher_coverage": [r["sdpo/teacher_coverage"] for r in h if "sdpo/teacher_coverage" in r],
-                         "wall_s": round(time.perf_counter() - t0, 1), "config": path, "overrides": over})
+                         "wall_s": round(time.perf_counter() - t0, 1), "config": path, "overrides": over,
+                         "commit": commit})
             print(f"{method} seed {seed}: {s['before']:.3f} -> {s['after']:.3f} in {runs[-1]['wall_s'] / 60:.1f} min",
                   flush=True)
             if on_run:
                 on_run(runs)
     return runs
+
+
+def resumed(args) -> tuple[list[dict], dict, list[int]]:
+    """``--resume``: the runs and teacher of ``results/real_sdpo.json``, each run stamped with the commit
+    that measured it, and the seeds of both invocations."""
+    path = results_path("real_sdpo")
+    if not path.exists():
+        raise SystemExit(f"--resume: {path} does not exist")
+    old = json.loads(path.read_text())
+    if list(old["config"]["methods"]) != list(args.methods):
+        raise SystemExit(f"--resume: the file's methods {list(old['config']['methods'])} are not --methods {args.methods}")
+    if old["config"]["n_teacher"] != args.n_teacher:
+        raise SystemExit(f"--resume: the file's teacher used {old['config']['n_teacher']} questions, not {args.n_teacher}")
+    prior = [{**r, "commit": r.get("commit", old["commit"])} for r in old["runs"]]
+    teacher = {k: {**v, "commit": v.get("commit", old["commit"])} for k, v in old["summary"]["teacher"].items()}
+    seeds = sorted(set(old["config"]["seeds"]) | set(args.seeds))
+    kept = ", ".join(f"{r['method']} seed {r['seed']}" for r in prior)
+    print(f"resuming {path.name}: {len(prior)} runs kept ({kept})", flush=True)
+    return prior, teacher, seeds
 
 
 def main():
@@ -247,6 +272,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     # seed 0 ran the probe that picked configs/real_grpo.yaml's learning rate: the reported seeds are others
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--resume", action="store_true",
+                    help="sdpo: keep the runs results/real_sdpo.json holds (and its teacher) and run only the missing "
+                         "(method, seed) pairs; --methods must match the file's")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="learn: config overrides")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -267,8 +295,9 @@ def main():
         write_results("real_speed", config={"steps": args.steps, "threads": args.threads, "configs": CONFIGS},
                       runs=runs, summary=summary)
     elif args.what == "sdpo":
-        teacher = {SETTING: real_teacher(args.n_teacher)}
-        config = {"methods": {m: SDPO_METHODS[m] for m in args.methods}, "seeds": args.seeds, "threads": args.threads,
+        prior, teacher, seeds = resumed(args) if args.resume else ([], None, args.seeds)
+        teacher = teacher or {SETTING: real_teacher(args.n_teacher)}
+        config = {"methods": {m: SDPO_METHODS[m] for m in args.methods}, "seeds": seeds, "threads": args.threads,
                   "n_teacher": args.n_teacher}
 
         def save(runs, complete=False):   # after every run: a run cut short keeps the seeds it finished
@@ -276,10 +305,11 @@ def main():
             finals = {m: median([r["final_acc"] for r in runs if r["method"] == m]) for m in done}
             write_results("real_sdpo", config=config, runs=runs,
                           summary={"teacher": teacher, "final_median": finals, "complete": complete,
-                                   "seeds_done": sorted({r["seed"] for r in runs})})
+                                   "seeds_done": sorted({r["seed"] for r in runs}),
+                                   "run_commits": sorted({r["commit"] for r in runs})})
             return finals
 
-        runs = bench_sdpo(args.methods, args.seeds, args.threads, on_run=save)
+        runs = bench_sdpo(args.methods, seeds, args.threads, on_run=save, prior=prior)
         finals = save(runs, complete=True)
         print("\n" + table(["method", "start", "final (median)", "per seed"],
                            [[m, median([r["start_acc"] for r in runs if r["method"] == m]), finals[m],

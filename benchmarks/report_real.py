@@ -104,6 +104,14 @@ def real_sdpo(res: dict) -> str:
     cut = ("" if res["summary"].get("complete", True) else
            f" The run was cut short: seeds {', '.join(map(str, paired))} of {', '.join(map(str, planned))} finished "
            f"for every method (a seed some methods finished is left out).")
+    commits = {}
+    for m in methods:
+        for s in paired:
+            commits.setdefault(by[m][s].get("commit", res["commit"]), set()).add(s)
+    if len(commits) > 1:   # a --resume: say which commit measured which seeds
+        cut += " Measured in parts (`--resume`): " + "; ".join(
+            f"seed{'s' if len(v) > 1 else ''} {', '.join(map(str, sorted(v)))} at commit `{c}`"
+            for c, v in sorted(commits.items(), key=lambda kv: min(kv[1]))) + "."
     return "\n".join([
         f"The untrained teacher on {teacher['n']} held-out questions: plain **{fmt(teacher['plain_acc'])}**, with a "
         f"successful sibling's answer **{fmt(teacher['demo_acc'])}** (head start "
