@@ -21,7 +21,9 @@ accuracy; the teacher with a sibling's right expression; with the tests' feedbac
 wrong attempt; token wins), and one feedback text and teacher prompt as the trainer builds them.
 
 Part 2, at the top dial: per method and seed, a scratch-backend run from that warm start, held-out
-greedy accuracy every ``eval_every`` steps. Methods (``METHODS``): ``grpo``; ``sdpo`` (successful
+greedy accuracy every ``eval_every`` steps, and greedy accuracy on the training functions before and
+after (``train_start_acc``, ``train_final_acc``: the held-out split has 18 functions, the training split 72,
+so a run can fit the functions it trains on and lose the ones it never sees). Methods (``METHODS``): ``grpo``; ``sdpo`` (successful
 siblings only); ``sdpo_feedback`` (and the tests' feedback, TRL's placement); ``blend`` (both losses,
 ``(1 - w) GRPO + w SDPO`` with feedback, TRL's ``distillation_weight`` w = 0.5). Every method gets the
 same warm start, prompts, group size, completion budget and steps; its learning rate is picked from
@@ -50,6 +52,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from pathlib import Path
 
 from _common import machine, median, out_help, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
@@ -58,6 +61,7 @@ from report_sdpo_lab import reach  # GRPO's final accuracy and the steps each me
 
 CONFIG = "configs/sdpo_code_lab.yaml"
 METHODS = ("grpo", "sdpo", "sdpo_feedback", "blend")
+TRAIN_PROBE = 200    # training rows scored before and after each run (they hold all 72 training functions)
 BLEND_WEIGHT = 0.5   # the blend's distillation_weight: half GRPO's loss, half SDPO's
 
 # each variant: its warm start's fields over the config's, trainer fields, and the dials it measures
@@ -101,23 +105,40 @@ def mean_of(history: list[dict], key: str) -> float | None:
     return round(sum(vals) / len(vals), 4) if vals else None
 
 
+def train_acc(model, tok, cfg) -> float:
+    """Greedy accuracy on the first ``TRAIN_PROBE`` TRAINING rows (every training function): what a run
+    fits, beside the held-out functions' accuracy, which says what carries over to functions never seen."""
+    from sdpo_kit.lab.tasks import make_task
+
+    task = make_task(**cfg.task)
+    return task.evaluate(model, tok, task.splits()[0][:TRAIN_PROBE],
+                         max_new_tokens=cfg.trainer.max_completion_length)
+
+
 def run(spec: tuple) -> dict:
-    """One training run ``(method, dial, seed, steps, lr, variant)``; its held-out accuracy by step."""
+    """One training run ``(method, dial, seed, steps, lr, variant)``; its held-out accuracy by step and
+    its accuracy on training functions before and after."""
     from sdpo_kit.cli import train
+    from sdpo_kit.lab.model import lab_config_for
+    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict
 
     method, dial, seed, steps, lr, variant = spec
     over = {"trainer.seed": seed, "trainer.max_steps": steps, "trainer.learning_rate": lr}
     with tempfile.TemporaryDirectory() as out:
+        cfg = config_from_dict(method_config(method, dial, variant), {**over, "output_dir": out})
         t0 = time.perf_counter()
-        s = train(config_from_dict(method_config(method, dial, variant), {**over, "output_dir": out}),
-                  config_path="benchmarks/bench_code_lab.py")
+        s = train(cfg, config_path="benchmarks/bench_code_lab.py")
         wall = time.perf_counter() - t0
+        train_after = train_acc(*load_policy(str(Path(out) / "model")), cfg)
+    train_before = train_acc(*load_policy("tiny-lab", lab_config=lab_config_for(cfg, make_task(**cfg.task))), cfg)
     h = s["history"]
     acc = [[r["step"], r["eval/accuracy"]] for r in h if r.get("eval/accuracy") is not None]
     reward = [[r["step"], round(r["reward/mean"], 4)] for r in h if "reward/mean" in r]
     return {"method": method, "variant": variant, "dial": dial, "seed": seed, "lr": lr, "steps": steps,
             "start_acc": s["before"], "final_acc": s["after"], "acc_by_step": acc, "reward_by_step": reward,
+            "train_start_acc": train_before, "train_final_acc": train_after,
             "zero_std_groups": mean_of(h, "stats/frac_zero_std"), "teacher_coverage": mean_of(h, "sdpo/teacher_coverage"),
             "success_group_frac": mean_of(h, "sdpo/success_group_frac"), "update_norm": mean_of(h, "sdpo/update_norm"),
             "wall_s": round(wall, 1)}

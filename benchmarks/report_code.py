@@ -57,6 +57,7 @@ def code_lab(res: dict) -> str:
          for d, q in s["teacher"].items()])
     lrs = s.get("lr") or {}
     rows, verdict = [], []
+    fitted = any(r.get("train_final_acc") is not None for r in res["runs"])   # runs that kept the training split's
     for d in cfg["run_dials"]:
         has_grpo = any(r["method"] == "grpo" and r["dial"] == d for r in res["runs"])
         got = reach(res, d) if has_grpo else {"methods": {}}
@@ -72,7 +73,8 @@ def code_lab(res: dict) -> str:
                          f"{sum(r['final_acc'] > r['start_acc'] for r in mine)} of {len(mine)}",
                          "" if None in rewards or not rewards else
                          f"{statistics.median(a for a, _ in rewards):.3f} -> {statistics.median(b for _, b in rewards):.3f}",
-                         fmt(statistics.median(fails)) if fails else ""])
+                         fmt(statistics.median(fails)) if fails else "",
+                         *([fit_fmt(mine)] if fitted else [])])
         if has_grpo:
             verdict += [("GRPO climbs: " if got["gain"] > 0 else "**GRPO does not climb here**: ")
                         + f"its median final accuracy is {fmt(got['target'])}, {got['gain']:+.3f} from its start"
@@ -82,7 +84,8 @@ def code_lab(res: dict) -> str:
                            "start."), ""]
     runs = md_table(["dial", "method", "lr", "start (median)", f"after {cfg['steps']} steps (median)", "per seed",
                      "steps to GRPO's final (median, seeds that reach it)", "seeds above their start",
-                     "training reward, first -> last 10 steps (median)", "groups of one reward (no GRPO signal)"], rows)
+                     "training reward, first -> last 10 steps (median)", "groups of one reward (no GRPO signal)",
+                     *(["training functions, start -> end (median)"] if fitted else [])], rows)
     top = str(max(cfg["dials"]))
     ex = s["teacher"][top].get("example")
     example = [] if ex is None else [
@@ -96,6 +99,15 @@ def code_lab(res: dict) -> str:
         teacher, "", *example,
         f"Training from the top dial's warm start, seeds {', '.join(map(str, cfg['seeds']))}, {tuned}:", "", runs,
         "", *verdict, *discovery_lines(s.get("discovery") or {}), provenance(res)])
+
+
+def fit_fmt(runs: list[dict]) -> str:
+    """Greedy accuracy on the training functions before and after (median), where the runs kept it."""
+    kept = [r for r in runs if r.get("train_final_acc") is not None]
+    if not kept:
+        return ""
+    return (f"{statistics.median(r['train_start_acc'] for r in kept):.3f} -> "
+            f"{statistics.median(r['train_final_acc'] for r in kept):.3f}")
 
 
 def trend(by_step: list, window: int = 10) -> tuple[float, float] | None:
