@@ -23,7 +23,8 @@ wrong attempt; token wins), and one feedback text and teacher prompt as the trai
 Part 2, at the top dial: per method and seed, a scratch-backend run from that warm start, held-out
 greedy accuracy every ``eval_every`` steps, and greedy accuracy on the training functions before and
 after (``train_start_acc``, ``train_final_acc``: the held-out split has 18 functions, the training split 72,
-so a run can fit the functions it trains on and lose the ones it never sees). Methods (``METHODS``): ``grpo``; ``sdpo`` (successful
+so a run can fit the functions it trains on and lose the ones it never sees), and the share of held-out
+prompts answered with a training function's expression (``heldout_as_training_fn_start`` / ``_final``). Methods (``METHODS``): ``grpo``; ``sdpo`` (successful
 siblings only); ``sdpo_feedback`` (and the tests' feedback, TRL's placement); ``blend`` (both losses,
 ``(1 - w) GRPO + w SDPO`` with feedback, TRL's ``distillation_weight`` w = 0.5). Every method gets the
 same warm start, prompts, group size, completion budget and steps; its learning rate is picked from
@@ -105,14 +106,22 @@ def mean_of(history: list[dict], key: str) -> float | None:
     return round(sum(vals) / len(vals), 4) if vals else None
 
 
-def train_acc(model, tok, cfg) -> float:
-    """Greedy accuracy on the first ``TRAIN_PROBE`` TRAINING rows (every training function): what a run
-    fits, beside the held-out functions' accuracy, which says what carries over to functions never seen."""
+def fit_probe(model, tok, cfg) -> tuple[float, float]:
+    """(greedy accuracy on the first ``TRAIN_PROBE`` TRAINING rows, which hold every training function;
+    the share of held-out prompts whose greedy answer is a TRAINING function's expression). The first
+    says what a run fits, the second whether held-out prompts get a memorised training answer instead
+    of their own; the held-out accuracy says what carries over to functions never seen."""
+    from sdpo_kit.core.sampling import generate_completions
+    from sdpo_kit.lab.code_task import expression
     from sdpo_kit.lab.tasks import make_task
 
     task = make_task(**cfg.task)
-    return task.evaluate(model, tok, task.splits()[0][:TRAIN_PROBE],
-                         max_new_tokens=cfg.trainer.max_completion_length)
+    train, held = task.splits()
+    budget = cfg.trainer.max_completion_length
+    acc = task.evaluate(model, tok, train[:TRAIN_PROBE], max_new_tokens=budget)
+    seen = {r["answer"] for r in train}
+    said = generate_completions(model, tok, [r["prompt"] for r in held], max_new_tokens=budget)
+    return acc, round(sum(expression(t) in seen for t in said) / len(held), 4)
 
 
 def run(spec: tuple) -> dict:
@@ -131,14 +140,16 @@ def run(spec: tuple) -> dict:
         t0 = time.perf_counter()
         s = train(cfg, config_path="benchmarks/bench_code_lab.py")
         wall = time.perf_counter() - t0
-        train_after = train_acc(*load_policy(str(Path(out) / "model")), cfg)
-    train_before = train_acc(*load_policy("tiny-lab", lab_config=lab_config_for(cfg, make_task(**cfg.task))), cfg)
+        train_after, recalled_after = fit_probe(*load_policy(str(Path(out) / "model")), cfg)
+    warm = load_policy("tiny-lab", lab_config=lab_config_for(cfg, make_task(**cfg.task)))
+    train_before, recalled_before = fit_probe(*warm, cfg)
     h = s["history"]
     acc = [[r["step"], r["eval/accuracy"]] for r in h if r.get("eval/accuracy") is not None]
     reward = [[r["step"], round(r["reward/mean"], 4)] for r in h if "reward/mean" in r]
     return {"method": method, "variant": variant, "dial": dial, "seed": seed, "lr": lr, "steps": steps,
             "start_acc": s["before"], "final_acc": s["after"], "acc_by_step": acc, "reward_by_step": reward,
             "train_start_acc": train_before, "train_final_acc": train_after,
+            "heldout_as_training_fn_start": recalled_before, "heldout_as_training_fn_final": recalled_after,
             "zero_std_groups": mean_of(h, "stats/frac_zero_std"), "teacher_coverage": mean_of(h, "sdpo/teacher_coverage"),
             "success_group_frac": mean_of(h, "sdpo/success_group_frac"), "update_norm": mean_of(h, "sdpo/update_norm"),
             "wall_s": round(wall, 1)}

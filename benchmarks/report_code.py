@@ -85,7 +85,7 @@ def code_lab(res: dict) -> str:
     runs = md_table(["dial", "method", "lr", "start (median)", f"after {cfg['steps']} steps (median)", "per seed",
                      "steps to GRPO's final (median, seeds that reach it)", "seeds above their start",
                      "training reward, first -> last 10 steps (median)", "groups of one reward (no GRPO signal)",
-                     *(["training functions, start -> end (median)"] if fitted else [])], rows)
+                     *(["accuracy on training functions, start -> end (median)"] if fitted else [])], rows)
     top = str(max(cfg["dials"]))
     ex = s["teacher"][top].get("example")
     example = [] if ex is None else [
@@ -106,8 +106,10 @@ def fit_fmt(runs: list[dict]) -> str:
     kept = [r for r in runs if r.get("train_final_acc") is not None]
     if not kept:
         return ""
-    return (f"{statistics.median(r['train_start_acc'] for r in kept):.3f} -> "
-            f"{statistics.median(r['train_final_acc'] for r in kept):.3f}")
+    med = {k: statistics.median(r[k] for r in kept) for k in
+           ("train_start_acc", "train_final_acc", "heldout_as_training_fn_start", "heldout_as_training_fn_final")}
+    return (f"{med['train_start_acc']:.3f} -> {med['train_final_acc']:.3f}; held-out answered with one: "
+            f"{med['heldout_as_training_fn_start']:.3f} -> {med['heldout_as_training_fn_final']:.3f}")
 
 
 def trend(by_step: list, window: int = 10) -> tuple[float, float] | None:
