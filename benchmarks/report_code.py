@@ -164,8 +164,8 @@ def sdpo_head_start(res: dict) -> str:
                f" Not measured yet: {', '.join(f'`{m}`' for m in s['missing'])}.")
     sources = ", ".join(f"`{name}.json` at `{commit}`" for name, commit in s["sources"].items())
     return "\n".join([
-        md_table(["lab", "setting", "method", "plain", "head start", "token win", "gain over GRPO (median)",
-                  "per seed"], rows), "",
+        md_table(["lab", "setting", "method", "plain", "head start", "token win",
+                  "gain over GRPO (median final minus GRPO's)", "per seed (same seed's GRPO)"], rows), "",
         line + missing, "", f"Points from {sources}.", "", provenance(res)])
 
 
