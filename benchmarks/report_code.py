@@ -181,7 +181,8 @@ def sdpo_head_start_fields(res: dict) -> dict:
 
 def code_lab_fields(res: dict) -> dict:
     """Prose numbers of a code lab results file (``code_lab.json``, ``code_lab_starving.json``): the top
-    dial's teacher, and per method its median final accuracy and seeds above their start."""
+    dial's teacher, and per method its median final accuracy and seeds above their start; where the runs
+    kept them, the accuracy on training functions and the share of held-out prompts answered with one."""
     s, cfg = res["summary"], res["config"]
     d = max(cfg["run_dials"])
     q = s["teacher"][str(d)]
@@ -191,7 +192,14 @@ def code_lab_fields(res: dict) -> dict:
         mine = [r for r in res["runs"] if r["dial"] == d and r["method"] == m]
         out[f"{m}_final"] = fmt(statistics.median(r["final_acc"] for r in mine))
         out[f"{m}_above_start"] = f"{sum(r['final_acc'] > r['start_acc'] for r in mine)} of {len(mine)}"
+        if mine and all(r.get("train_final_acc") is not None for r in mine):   # the runs kept the training split's
+            out[f"{m}_train_final"] = fmt(statistics.median(r["train_final_acc"] for r in mine))
+            out[f"{m}_recall_final"] = fmt(statistics.median(r["heldout_as_training_fn_final"] for r in mine))
+            out["train_start"] = fmt(statistics.median(r["train_start_acc"] for r in mine))
+            out["recall_start"] = fmt(statistics.median(r["heldout_as_training_fn_start"] for r in mine))
     out["start"] = fmt(statistics.median(r["start_acc"] for r in res["runs"]))
+    if "lr" in s and s["lr"]:
+        out["lrs"] = ", ".join(f"{m} {lr:g}" for m, lr in s["lr"].items())
     return out
 
 

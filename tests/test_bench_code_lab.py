@@ -57,6 +57,14 @@ def test_the_code_lab_block_reads_steps_seeds_above_start_and_reward_trends_from
             r["final_acc"] = r["acc_by_step"][-1][1] = 0.05
     assert "**GRPO does not climb here**: its median final accuracy is 0.050, -0.050 from its start" in \
         report_code.code_lab(res)
+    assert "training functions" not in report_code.code_lab(res)   # runs that did not keep the training split's
+    for i, r in enumerate(res["runs"]):   # a run that fits its training functions and recalls them on held-out ones
+        r.update(train_start_acc=0.7, train_final_acc=0.8 + 0.01 * i, heldout_as_training_fn_start=0.6,
+                 heldout_as_training_fn_final=0.7 + 0.01 * i)
+    assert "| 0.700 -> 0.810; held-out answered with one: 0.600 -> 0.710 |" in report_code.code_lab(res)
+    fields = report_code.code_lab_fields(res)
+    assert (fields["train_start"], fields["grpo_train_final"], fields["sdpo_feedback_recall_final"]) == \
+        ("0.700", "0.810", "0.740")
 
 
 def test_head_start_points_pair_seeds_and_the_fit_finds_the_zero_crossing():
