@@ -42,6 +42,7 @@ from report_code import (
     code_lab_discovery,
     code_lab_discovery_fields,
     code_lab_fields,
+    code_lab_heldout_fields,
     code_reward,
     sdpo_head_start,
     sdpo_head_start_fields,
@@ -287,6 +288,7 @@ MAKERS = {"export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdp
           "code_lab_starving": "bench_code_lab.py --variant starving --jobs 2",
           "code_lab_discovery": "bench_code_lab.py --dial 1000 --no-runs --discovery --tts-lr-grid 1e-4 3e-4 1e-3 3e-3 "
           "--out code_lab_discovery.json", "sdpo_head_start": "bench_sdpo_head_start.py",
+          "code_lab_heldout": "bench_code_lab_heldout.py",
           "sdpo_lab_stability": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_frozen sdpo_live grpo --steps 600 "
           "--seeds 0 1 2 --lr sdpo=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 grpo=1e-05 --out sdpo_lab_stability.json --jobs 2",
           "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
@@ -367,6 +369,7 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "sdpo_head_start": ("sdpo_head_start", sdpo_head_start_fields), "code_lab": ("code_lab", code_lab_fields),
           "code_lab_starving": ("code_lab_starving", code_lab_fields),
           "code_lab_discovery": ("code_lab_discovery", code_lab_discovery_fields),
+          "code_lab_heldout": ("code_lab_heldout", code_lab_heldout_fields),
           "nb_smoke_s": ("notebooks_smoke", notebook_wall_fields), "nb_full_s": ("notebooks_full", notebook_wall_fields),
           **DOC_FIELDS,   # the prose of notebooks 04, 07, 08 and the concept pages (report_docs.py)
           **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}

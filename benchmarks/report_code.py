@@ -91,14 +91,34 @@ def code_lab(res: dict) -> str:
     example = [] if ex is None else [
         f"A wrong attempt at dial {top} (`f(x)={ex['attempt']}` on `{ex['prompt']}`), the feedback the sandbox "
         "returns, and the teacher prompt SDPO builds from it:", "", "```text", ex["teacher_prompt"], "```", ""]
-    tuned = (f"each method's learning rate the best of {', '.join(f'{x:g}' for x in cfg['lr_grid'])} by median final "
-             f"accuracy on seeds {', '.join(map(str, cfg['tune_seeds']))}" if "lr_grid" in cfg
-             else "every method at the config's learning rate (none tuned here)")
     return "\n".join([
         "Held-out greedy accuracy (functions never trained on) of the warm start, and its teacher reprompted:", "",
         teacher, "", *example,
-        f"Training from the top dial's warm start, seeds {', '.join(map(str, cfg['seeds']))}, {tuned}:", "", runs,
-        "", *verdict, *discovery_lines(s.get("discovery") or {}), provenance(res)])
+        f"Training from the top dial's warm start, seeds {', '.join(map(str, cfg['seeds']))}, {rates(cfg)}:", "", runs,
+        "", *verdict, *discovery_lines(s.get("discovery") or {}), *parts_lines(cfg), provenance(res)])
+
+
+def rates(cfg: dict) -> str:
+    """How the runs' learning rates were chosen: tuned on other seeds, pinned (``--lr``), or the config's."""
+    if "lr_grid" not in cfg:
+        return "every method at the config's learning rate (none tuned here)"
+    pinned = {m: lr for m, lr in (cfg.get("pinned_lr") or {}).items() if m in cfg["methods"]}
+    tuned = [m for m in cfg["methods"] if m not in pinned]
+    said = ([f"{'each method' if not pinned else ', '.join(tuned)}'s learning rate the best of "
+             f"{', '.join(f'{x:g}' for x in cfg['lr_grid'])} by median final accuracy on seeds "
+             f"{', '.join(map(str, cfg['tune_seeds']))}"] if tuned else [])
+    if pinned:
+        said.append("learning rates pinned, not tuned here: " + ", ".join(f"{m} {lr:g}" for m, lr in pinned.items()))
+    return "; ".join(said)
+
+
+def parts_lines(cfg: dict) -> list[str]:
+    """Who measured which methods, for a file merged from parts (``merge_code_lab.py``)."""
+    parts = cfg.get("parts") or []
+    if len(parts) < 2:
+        return []
+    return ["Measured in parts, merged by `merge_code_lab.py`: " + "; ".join(
+        f"{', '.join(p['methods'])} by `{p['command']}` at commit `{p['commit']}`" for p in parts) + ".", ""]
 
 
 def fit_fmt(runs: list[dict]) -> str:
@@ -225,4 +245,17 @@ def code_lab_discovery_fields(res: dict) -> dict:
         out[f"{m}_max"] = fmt(v["discovery"][-1])
         out[f"{m}_ci"] = f"[{v['ci95'][0][-1]:.2f}, {v['ci95'][1][-1]:.2f}]"
         out[f"{m}_match"] = "never" if v["attempts_to_match"] is None else str(v["attempts_to_match"])
+    return out
+
+
+def code_lab_heldout_fields(res: dict) -> dict:
+    """Prose numbers of ``code_lab_heldout.json``: per variant, the functions its held-out accuracy stands on."""
+    out = {}
+    for r in res["runs"]:
+        v = r["variant"]
+        right = sum(x for x, _ in r["right_by_function"].values())
+        best = max(x for x, _ in r["right_by_function"].values())
+        out.update({f"{v}_acc": fmt(r["accuracy"]), f"{v}_right": str(right), f"{v}_functions_right": str(r["functions_right"]),
+                    f"{v}_best_right": str(best), f"{v}_best_share": fmt(r["top_function_share"]),
+                    "functions": str(r["functions"]), "rows": str(r["rows"]), "one_function": fmt(r["one_function"])})
     return out

@@ -142,3 +142,69 @@ def test_test_time_sdpo_s_rate_is_picked_at_a_third_of_the_attempts(monkeypatch)
     out = code_lab.tune_tts_lr(None, None, None, None, [{}] * 7, [1e-4, 1e-3, 3e-3], [8, 16, 32, 128], temperature=1.0)
     assert out["picked_at_k"] == 32 and out["lr"] == 1e-3     # 0.5 at k = 32 beats 0.3; a tie goes to the smaller
     assert out["rows"] == 7 and all(s == 100 and m == ("test_time_sdpo",) for s, m, _, _ in seen)
+
+
+def test_merging_two_parts_keeps_every_run_with_the_commit_that_measured_it():
+    import merge_code_lab
+    import report_code
+
+    def part(methods, commit, lrs):
+        cfg = {"variant": "top", "dials": [0, 9], "run_dials": [9], "seeds": [0, 1], "steps": 30, "tune_seeds": [100],
+               "lr_grid": [1e-5, 1e-4], "base": "c.yaml", "blend_weight": 0.5, "methods": methods, "pinned_lr": {}}
+        runs = [{"method": m, "dial": 9, "seed": s, "final_acc": 0.1} for m in methods for s in (1, 0)]
+        tuning = [{"method": m, "dial": 9, "seed": 100, "lr": 1e-5} for m in methods]
+        return {"config": cfg, "runs": runs, "commit": commit, "command": f"bench {commit}", "date": "d",
+                "summary": {"teacher": {"9": {"plain_acc": 0.3, "demo_acc": 1.0, "feedback_acc": 0.8}},
+                            "lr": lrs, "tuning": tuning, "final_median": {f"9/{m}": 0.1 for m in methods}}}
+
+    base, more = part(["grpo", "sdpo_feedback"], "aaa", {"grpo": 3e-5, "sdpo_feedback": 1e-5}), \
+        part(["sdpo", "blend"], "bbb", {"sdpo": 1e-4, "blend": 1e-4})
+    cfg, runs, summary = merge_code_lab.merged(base, more)
+    assert cfg["methods"] == ["grpo", "sdpo", "sdpo_feedback", "blend"]   # METHODS' order, whatever the parts'
+    assert [(r["method"], r["seed"], r["commit"]) for r in runs][:4] == \
+        [("grpo", 0, "aaa"), ("grpo", 1, "aaa"), ("sdpo", 0, "bbb"), ("sdpo", 1, "bbb")]
+    assert list(summary["lr"]) == cfg["methods"] and summary["lr"]["blend"] == 1e-4
+    assert {t["commit"] for t in summary["tuning"]} == {"aaa", "bbb"} and len(summary["final_median"]) == 4
+    line = report_code.parts_lines(cfg)[0]
+    assert "grpo, sdpo_feedback by `bench aaa` at commit `aaa`; sdpo, blend by `bench bbb` at commit `bbb`" in line
+    # merging into a merged file keeps its stamps and its parts
+    first = {**base, "config": {**cfg, "methods": ["grpo", "sdpo_feedback", "sdpo"]}, "runs": runs[:6],
+             "summary": summary, "commit": "ccc"}
+    cfg2, runs2, _ = merge_code_lab.merged(first, part(["blend"], "ddd", {"blend": 1e-4}))
+    assert [p["commit"] for p in cfg2["parts"]] == ["aaa", "bbb", "ddd"]
+    assert {r["commit"] for r in runs2} == {"aaa", "bbb", "ddd"}
+    for k, bad in (("steps", 60), ("seeds", [0, 2]), ("lr_grid", [1e-6])):
+        with pytest.raises(SystemExit, match="not one experiment"):
+            merge_code_lab.merged(base, {**more, "config": {**more["config"], k: bad}})
+    with pytest.raises(SystemExit, match="both files measured"):
+        merge_code_lab.merged(base, base)
+    other = part(["sdpo"], "bbb", {"sdpo": 1e-4})
+    other["summary"]["teacher"]["9"]["plain_acc"] = 0.2
+    with pytest.raises(SystemExit, match="warm starts differ"):
+        merge_code_lab.merged(base, other)
+
+
+def test_the_report_says_which_rates_were_pinned_and_which_tuned():
+    import report_code
+
+    cfg = {"methods": ["grpo", "sdpo"], "lr_grid": [1e-5, 1e-4], "tune_seeds": [100, 101], "pinned_lr": {}}
+    assert report_code.rates(cfg) == "each method's learning rate the best of 1e-05, 0.0001 by median final " \
+                                     "accuracy on seeds 100, 101"
+    cfg["pinned_lr"] = {"grpo": 1e-5}
+    assert report_code.rates(cfg).startswith("sdpo's learning rate the best of")
+    assert report_code.rates(cfg).endswith("; learning rates pinned, not tuned here: grpo 1e-05")
+    cfg["pinned_lr"] = {"grpo": 1e-5, "sdpo": 3e-5}
+    assert report_code.rates(cfg) == "learning rates pinned, not tuned here: grpo 1e-05, sdpo 3e-05"
+    assert report_code.rates({"methods": ["grpo"]}).startswith("every method at the config's")
+
+
+def test_the_heldout_fields_say_how_many_functions_the_accuracy_stands_on():
+    import report_code
+
+    run = {"variant": "starving", "rows": 20, "functions": 4, "accuracy": 0.25, "functions_right": 2,
+           "top_function_share": 0.8, "one_function": 0.25,
+           "right_by_function": {"1*x+8": [4, 5], "3*x+6": [1, 5], "2*x+1": [0, 5], "4*x+4": [0, 5]}}
+    f = report_code.code_lab_heldout_fields({"runs": [run]})
+    assert (f["starving_right"], f["starving_best_right"], f["starving_functions_right"], f["functions"]) == \
+        ("5", "4", "2", "4")
+    assert f["starving_best_share"] == "0.800" and f["one_function"] == "0.250"
