@@ -358,7 +358,8 @@ def main():
     print(table(["dial", "plain", "teacher + sibling", "teacher + feedback", "token win demo", "token win feedback"],
                 [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["token_win_demo"], q["token_win_feedback"]]
                  for d, q in teacher.items()]))
-    reached = reach({"runs": runs, "config": {"methods": args.methods}}, top)["methods"] if runs else {}
+    reached = (reach({"runs": runs, "config": {"methods": args.methods}}, top)["methods"]   # needs GRPO's runs
+               if runs and "grpo" in args.methods else {})
     rows = []
     for m in args.methods if runs else []:
         mine = [r for r in runs if r["method"] == m]

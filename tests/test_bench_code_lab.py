@@ -208,3 +208,21 @@ def test_the_heldout_fields_say_how_many_functions_the_accuracy_stands_on():
     assert (f["starving_right"], f["starving_best_right"], f["starving_functions_right"], f["functions"]) == \
         ("5", "4", "2", "4")
     assert f["starving_best_share"] == "0.800" and f["one_function"] == "0.250"
+
+
+def test_a_run_without_grpo_writes_its_results(monkeypatch):
+    """Methods measured in parts (``merge_code_lab.py``): a part without GRPO has no GRPO final to reach, and
+    must still write its runs (it once died in its table, after an hour of training)."""
+    monkeypatch.chdir(ROOT)
+    q = {"plain_acc": 0.3, "demo_acc": 1.0, "feedback_acc": 0.8, "token_win_demo": 1.0, "token_win_feedback": 0.9}
+    monkeypatch.setattr(code_lab, "teacher_part", lambda d, v="top": q)
+    monkeypatch.setattr(code_lab, "run_all", lambda specs, jobs, label="run": [
+        {"method": m, "dial": d, "seed": s, "lr": lr, "start_acc": 0.3, "final_acc": 0.4, "zero_std_groups": 0.1,
+         "acc_by_step": [[0, 0.3], [10, 0.4]]} for m, d, s, _, lr, _ in specs])
+    written = {}
+    monkeypatch.setattr(code_lab, "write_results", lambda name, **kw: written.update(kw))
+    monkeypatch.setattr(sys, "argv", ["bench_code_lab.py", "--methods", "sdpo", "blend", "--lr", "sdpo=1e-5",
+                                      "blend=1e-5", "--seeds", "0", "1"])
+    code_lab.main()
+    assert [(r["method"], r["seed"]) for r in written["runs"]] == [("sdpo", 0), ("sdpo", 1), ("blend", 0), ("blend", 1)]
+    assert written["summary"]["lr"] == {"sdpo": 1e-5, "blend": 1e-5}
