@@ -104,7 +104,8 @@ def rates(cfg: dict) -> str:
         return "every method at the config's learning rate (none tuned here)"
     pinned = {m: lr for m, lr in (cfg.get("pinned_lr") or {}).items() if m in cfg["methods"]}
     tuned = [m for m in cfg["methods"] if m not in pinned]
-    said = ([f"{'each method' if not pinned else ', '.join(tuned)}'s learning rate the best of "
+    whose = "each method's learning rate" if not pinned else "the learning rate of " + ", ".join(tuned)
+    said = ([f"{whose} the best of "
              f"{', '.join(f'{x:g}' for x in cfg['lr_grid'])} by median final accuracy on seeds "
              f"{', '.join(map(str, cfg['tune_seeds']))}"] if tuned else [])
     if pinned:

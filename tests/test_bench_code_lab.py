@@ -191,7 +191,7 @@ def test_the_report_says_which_rates_were_pinned_and_which_tuned():
     assert report_code.rates(cfg) == "each method's learning rate the best of 1e-05, 0.0001 by median final " \
                                      "accuracy on seeds 100, 101"
     cfg["pinned_lr"] = {"grpo": 1e-5}
-    assert report_code.rates(cfg).startswith("sdpo's learning rate the best of")
+    assert report_code.rates(cfg).startswith("the learning rate of sdpo the best of")
     assert report_code.rates(cfg).endswith("; learning rates pinned, not tuned here: grpo 1e-05")
     cfg["pinned_lr"] = {"grpo": 1e-5, "sdpo": 3e-5}
     assert report_code.rates(cfg) == "learning rates pinned, not tuned here: grpo 1e-05, sdpo 3e-05"
