@@ -218,6 +218,13 @@ def code_lab_fields(res: dict) -> dict:
             out[f"{m}_recall_final"] = fmt(statistics.median(r["heldout_as_training_fn_final"] for r in mine))
             out["train_start"] = fmt(statistics.median(r["train_start_acc"] for r in mine))
             out["recall_start"] = fmt(statistics.median(r["heldout_as_training_fn_start"] for r in mine))
+    grpo = {r["seed"]: r["final_acc"] for r in res["runs"] if r["dial"] == d and r["method"] == "grpo"}
+    for m in cfg["methods"] if grpo else []:   # against GRPO: the difference of medians, and seed by seed
+        mine = {r["seed"]: r["final_acc"] for r in res["runs"] if r["dial"] == d and r["method"] == m}
+        if m != "grpo" and mine:
+            paired = sorted(set(mine) & set(grpo))
+            out[f"{m}_gain"] = f"{statistics.median(mine.values()) - statistics.median(grpo.values()):+.3f}"
+            out[f"{m}_above_grpo"] = f"{sum(mine[s] > grpo[s] for s in paired)} of {len(paired)}"
     out["start"] = fmt(statistics.median(r["start_acc"] for r in res["runs"]))
     if "lr" in s and s["lr"]:
         out["lrs"] = ", ".join(f"{m} {lr:g}" for m, lr in s["lr"].items())

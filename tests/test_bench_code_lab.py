@@ -65,6 +65,7 @@ def test_the_code_lab_block_reads_steps_seeds_above_start_and_reward_trends_from
     fields = report_code.code_lab_fields(res)
     assert (fields["train_start"], fields["grpo_train_final"], fields["sdpo_feedback_recall_final"]) == \
         ("0.700", "0.810", "0.740")
+    assert (fields["sdpo_feedback_gain"], fields["sdpo_feedback_above_grpo"]) == ("+0.250", "3 of 3")   # GRPO set to 0.050 above
 
 
 def test_head_start_points_pair_seeds_and_the_fit_finds_the_zero_crossing():
