@@ -208,11 +208,14 @@ def code_lab_fields(res: dict) -> dict:
     d = max(cfg["run_dials"])
     q = s["teacher"][str(d)]
     out = {"plain": fmt(q["plain_acc"]), "feedback_acc": fmt(q["feedback_acc"]), "demo_acc": fmt(q["demo_acc"]),
+           "token_win_feedback": fmt(q["token_win_feedback"]),
            "steps": str(cfg["steps"]), "seeds": str(len(cfg["seeds"]))}
     for m in cfg["methods"]:
         mine = [r for r in res["runs"] if r["dial"] == d and r["method"] == m]
         out[f"{m}_final"] = fmt(statistics.median(r["final_acc"] for r in mine))
         out[f"{m}_above_start"] = f"{sum(r['final_acc'] > r['start_acc'] for r in mine)} of {len(mine)}"
+        if mine and all(r.get("teacher_coverage") is not None for r in mine):   # an SDPO method: rows with a teacher
+            out[f"{m}_coverage"] = fmt(statistics.median(r["teacher_coverage"] for r in mine))
         if mine and all(r.get("train_final_acc") is not None for r in mine):   # the runs kept the training split's
             out[f"{m}_train_final"] = fmt(statistics.median(r["train_final_acc"] for r in mine))
             out[f"{m}_recall_final"] = fmt(statistics.median(r["heldout_as_training_fn_final"] for r in mine))

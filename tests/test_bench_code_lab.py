@@ -60,11 +60,12 @@ def test_the_code_lab_block_reads_steps_seeds_above_start_and_reward_trends_from
     assert "training functions" not in report_code.code_lab(res)   # runs that did not keep the training split's
     for i, r in enumerate(res["runs"]):   # a run that fits its training functions and recalls them on held-out ones
         r.update(train_start_acc=0.7, train_final_acc=0.8 + 0.01 * i, heldout_as_training_fn_start=0.6,
-                 heldout_as_training_fn_final=0.7 + 0.01 * i)
+                 heldout_as_training_fn_final=0.7 + 0.01 * i, teacher_coverage=None if r["method"] == "grpo" else 0.9)
     assert "| 0.700 -> 0.810; held-out answered with one: 0.600 -> 0.710 |" in report_code.code_lab(res)
     fields = report_code.code_lab_fields(res)
     assert (fields["train_start"], fields["grpo_train_final"], fields["sdpo_feedback_recall_final"]) == \
         ("0.700", "0.810", "0.740")
+    assert "grpo_coverage" not in fields and fields["sdpo_feedback_coverage"] == "0.900"   # GRPO has no teacher
     assert (fields["sdpo_feedback_gain"], fields["sdpo_feedback_above_grpo"]) == ("+0.250", "3 of 3")   # GRPO set to 0.050 above
 
 
