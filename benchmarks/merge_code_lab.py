@@ -18,7 +18,7 @@ import argparse
 import json
 
 from _common import results_path, write_results
-from bench_code_lab import METHODS  # noqa: F401  (imported so the merged file measures what the parts did)
+from bench_code_lab import METHODS  # the methods' order (and bench_code_lab's modules, so the merge names its files)
 
 SAME = ("variant", "dials", "run_dials", "seeds", "steps", "tune_seeds", "lr_grid", "base", "blend_weight")
 
