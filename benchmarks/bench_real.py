@@ -244,13 +244,18 @@ def bench_sdpo(methods: list[str], seeds: list[int], threads: int, on_run=None, 
 
 def resumed(args) -> tuple[list[dict], dict, list[int]]:
     """``--resume``: the runs and teacher of ``results/real_sdpo.json``, each run stamped with the commit
-    that measured it, and the seeds of both invocations."""
+    that measured it, and the seeds of both invocations. ``--methods`` must hold the file's methods (each
+    with the config and overrides it ran) and may add others, which then run on every seed."""
     path = results_path("real_sdpo")
     if not path.exists():
         raise SystemExit(f"--resume: {path} does not exist")
     old = json.loads(path.read_text())
-    if list(old["config"]["methods"]) != list(args.methods):
-        raise SystemExit(f"--resume: the file's methods {list(old['config']['methods'])} are not --methods {args.methods}")
+    lacking = [m for m in old["config"]["methods"] if m not in args.methods]
+    if lacking:   # --methods may add methods (they run on every seed), never drop the file's
+        raise SystemExit(f"--resume: --methods {args.methods} lacks the file's methods {lacking}")
+    moved = [m for m, spec in old["config"]["methods"].items() if spec and list(spec) != list(SDPO_METHODS[m])]
+    if moved:
+        raise SystemExit(f"--resume: the file ran {moved} with another config or overrides than SDPO_METHODS now gives")
     if old["config"]["n_teacher"] != args.n_teacher:
         raise SystemExit(f"--resume: the file's teacher used {old['config']['n_teacher']} questions, not {args.n_teacher}")
     prior = [{**r, "commit": r.get("commit", old["commit"])} for r in old["runs"]]
@@ -274,7 +279,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--resume", action="store_true",
                     help="sdpo: keep the runs results/real_sdpo.json holds (and its teacher) and run only the missing "
-                         "(method, seed) pairs; --methods must match the file's")
+                         "(method, seed) pairs; --methods holds the file's methods and may add more (run on every seed)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="learn: config overrides")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
