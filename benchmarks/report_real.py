@@ -88,6 +88,24 @@ def _sdpo_parts(res: dict):
     return teacher, methods, by, paired
 
 
+def parts_line(res: dict, methods: list[str], paired: list[int]) -> str:
+    """Which commit measured which (methods, seeds), in the order the runs were written: "grpo and sdpo seeds
+    1, 2 at commit `a`; ..."; a run without a commit is the file's."""
+    done: dict[str, dict[str, list[int]]] = {}   # commit -> method -> seeds
+    for r in res["runs"]:
+        if r["method"] in methods and r["seed"] in paired:
+            done.setdefault(r.get("commit", res["commit"]), {}).setdefault(r["method"], []).append(r["seed"])
+    out = []
+    for c, per in done.items():
+        groups: dict[tuple, list[str]] = {}   # the same seeds -> the methods that ran them
+        for m, seeds in per.items():
+            groups.setdefault(tuple(sorted(seeds)), []).append(m)
+        for seeds, ms in groups.items():
+            out.append(f"{' and '.join(ms)} seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} "
+                       f"at commit `{c}`")
+    return "; ".join(out)
+
+
 def real_sdpo(res: dict) -> str:
     teacher, methods, by, paired = _sdpo_parts(res)
     rows = []
@@ -104,14 +122,8 @@ def real_sdpo(res: dict) -> str:
     cut = ("" if res["summary"].get("complete", True) else
            f" The run was cut short: seeds {', '.join(map(str, paired))} of {', '.join(map(str, planned))} finished "
            f"for every method (a seed some methods finished is left out).")
-    commits = {}
-    for m in methods:
-        for s in paired:
-            commits.setdefault(by[m][s].get("commit", res["commit"]), set()).add(s)
-    if len(commits) > 1:   # a --resume: say which commit measured which seeds
-        cut += " Measured in parts (`--resume`): " + "; ".join(
-            f"seed{'s' if len(v) > 1 else ''} {', '.join(map(str, sorted(v)))} at commit `{c}`"
-            for c, v in sorted(commits.items(), key=lambda kv: min(kv[1]))) + "."
+    if len({by[m][s].get("commit", res["commit"]) for m in methods for s in paired}) > 1:
+        cut += " Measured in parts (`--resume`): " + parts_line(res, methods, paired) + "."
     return "\n".join([
         f"The untrained teacher on {teacher['n']} held-out questions: plain **{fmt(teacher['plain_acc'])}**, with a "
         f"successful sibling's answer **{fmt(teacher['demo_acc'])}** (head start "
@@ -131,4 +143,8 @@ def real_sdpo_fields(res: dict) -> dict:
     return {"plain": fmt(teacher["plain_acc"]), "demo": fmt(teacher["demo_acc"]),
             "head_start": f"{teacher['demo_acc'] - teacher['plain_acc']:+.3f}", "grpo": fmt(med["grpo"]),
             "sdpo": fmt(med["sdpo"]), "gain": f"{gain:+.3f}", "seeds": str(len(paired)),
-            "start": fmt(statistics.median(by["grpo"][s]["start_acc"] for s in paired))}
+            "start": fmt(statistics.median(by["grpo"][s]["start_acc"] for s in paired)),
+            **({} if "sdpo_rlhf_book" not in med else {
+                "book": fmt(med["sdpo_rlhf_book"]),
+                "book_gain": f"{statistics.median(by['sdpo_rlhf_book'][s]['final_acc'] - by['grpo'][s]['final_acc'] for s in paired):+.3f}",
+                "book_vs_sdpo": f"{statistics.median(by['sdpo_rlhf_book'][s]['final_acc'] - by['sdpo'][s]['final_acc'] for s in paired):+.3f}"})}
