@@ -29,7 +29,8 @@ when it passes two of them. Each run's wall time is recorded; the config is size
 
 ``sdpo``: GRPO against SDPO from successful siblings only (this model copies a demonstration but
 does not read the checker's feedback), with TRL's defaults (``configs/real_sdpo.yaml``) and with the RLHF
-book's small-model recipe (``configs/real_sdpo_rlhf_book.yaml``), every method on the same seeds, and
+book's small-model recipe (``configs/real_sdpo_rlhf_book.yaml``; ``sdpo_rlhf_book_t07``: the same at GRPO's
+sampling temperature, 0.7, not the book's 0.6), every method on the same seeds, and
 before training the teacher's head start on the held-out questions (``sdpo.teacher_quality``: plain
 accuracy, and with the right answer as a sibling's). ``runs`` as ``bench_sdpo_lab.py`` writes them
 (``method``, ``dial``: the task setting, ``seed``, ``final_acc``, ``acc_by_step``) so that
@@ -192,7 +193,10 @@ def bench_learn(seeds: list[int], threads: int, overrides: dict) -> list[dict]:
 # --- sdpo ---------------------------------------------------------------------------------
 SDPO_METHODS = {"grpo": ("configs/real_grpo.yaml", {}),
                 "sdpo": ("configs/real_sdpo.yaml", {"trainer.include_environment_feedback": False}),
-                "sdpo_rlhf_book": ("configs/real_sdpo_rlhf_book.yaml", {})}
+                "sdpo_rlhf_book": ("configs/real_sdpo_rlhf_book.yaml", {}),
+                # the book's recipe at GRPO's sampling temperature: is its edge over TRL's defaults the loss and
+                # the live teacher, or the cooler samples?
+                "sdpo_rlhf_book_t07": ("configs/real_sdpo_rlhf_book.yaml", {"trainer.temperature": 0.7})}
 SETTING = "sums to 20"   # the configs' task (word_problems, kind sum, max_operand 20)
 
 

@@ -88,6 +88,11 @@ def _sdpo_parts(res: dict):
     return teacher, methods, by, paired
 
 
+def over(overrides: dict) -> str:
+    """A method's config overrides as the report prints them: " (key=value, ...)", or nothing."""
+    return f" ({', '.join(f'{k}={v}' for k, v in overrides.items())})" if overrides else ""
+
+
 def parts_line(res: dict, methods: list[str], paired: list[int]) -> str:
     """Which commit measured which (methods, seeds), in the order the runs were written: "grpo and sdpo seeds
     1, 2 at commit `a`; ..."; a run without a commit is the file's."""
@@ -131,12 +136,21 @@ def real_sdpo(res: dict) -> str:
         f"{fmt(teacher['feedback_acc'])}.", "",
         md_table(["method", "start", "final, per seed", "final (median)", "minus GRPO (median of seed pairs)",
                   "teacher coverage", "wall min"], rows), "",
-        f"Configs: {', '.join(f'`{m}`: `{c[0]}`' for m, c in res['config']['methods'].items())}; "
+        f"Configs: {', '.join(f'`{m}`: `{c[0]}`' + over(c[1]) for m, c in res['config']['methods'].items())}; "
         f"{res['config']['threads']} threads.{cut}", "", provenance(res)])
 
 
+VARIANTS = {"sdpo_rlhf_book": "book", "sdpo_rlhf_book_t07": "book_t07"}   # method -> its fields' prefix
+
+
+def pair_median(by: dict, m: str, other: str, paired: list[int]) -> str:
+    """The median over seeds of ``m``'s final accuracy minus ``other``'s on the same seed, signed."""
+    return f"{statistics.median(by[m][s]['final_acc'] - by[other][s]['final_acc'] for s in paired):+.3f}"
+
+
 def real_sdpo_fields(res: dict) -> dict:
-    """``real_sdpo``'s numbers for prose: the head start, the medians and the gain over GRPO."""
+    """``real_sdpo``'s numbers for prose: the head start, the medians and the gain over GRPO; for each of the RLHF
+    book's variants that ran (``VARIANTS``), its median and its gains over GRPO and over SDPO, per seed pair."""
     teacher, methods, by, paired = _sdpo_parts(res)
     med = {m: statistics.median(by[m][s]["final_acc"] for s in paired) for m in methods}
     gain = statistics.median(by["sdpo"][s]["final_acc"] - by["grpo"][s]["final_acc"] for s in paired)
@@ -144,7 +158,6 @@ def real_sdpo_fields(res: dict) -> dict:
             "head_start": f"{teacher['demo_acc'] - teacher['plain_acc']:+.3f}", "grpo": fmt(med["grpo"]),
             "sdpo": fmt(med["sdpo"]), "gain": f"{gain:+.3f}", "seeds": str(len(paired)),
             "start": fmt(statistics.median(by["grpo"][s]["start_acc"] for s in paired)),
-            **({} if "sdpo_rlhf_book" not in med else {
-                "book": fmt(med["sdpo_rlhf_book"]),
-                "book_gain": f"{statistics.median(by['sdpo_rlhf_book'][s]['final_acc'] - by['grpo'][s]['final_acc'] for s in paired):+.3f}",
-                "book_vs_sdpo": f"{statistics.median(by['sdpo_rlhf_book'][s]['final_acc'] - by['sdpo'][s]['final_acc'] for s in paired):+.3f}"})}
+            **{f"{short}{key}": value for m, short in VARIANTS.items() if m in med
+               for key, value in (("", fmt(med[m])), ("_gain", pair_median(by, m, "grpo", paired)),
+                                  ("_vs_sdpo", pair_median(by, m, "sdpo", paired)))}}
