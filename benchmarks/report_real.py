@@ -153,10 +153,9 @@ def real_sdpo_fields(res: dict) -> dict:
     book's variants that ran (``VARIANTS``), its median and its gains over GRPO and over SDPO, per seed pair."""
     teacher, methods, by, paired = _sdpo_parts(res)
     med = {m: statistics.median(by[m][s]["final_acc"] for s in paired) for m in methods}
-    gain = statistics.median(by["sdpo"][s]["final_acc"] - by["grpo"][s]["final_acc"] for s in paired)
     return {"plain": fmt(teacher["plain_acc"]), "demo": fmt(teacher["demo_acc"]),
             "head_start": f"{teacher['demo_acc'] - teacher['plain_acc']:+.3f}", "grpo": fmt(med["grpo"]),
-            "sdpo": fmt(med["sdpo"]), "gain": f"{gain:+.3f}", "seeds": str(len(paired)),
+            "sdpo": fmt(med["sdpo"]), "gain": pair_median(by, "sdpo", "grpo", paired), "seeds": str(len(paired)),
             "start": fmt(statistics.median(by["grpo"][s]["start_acc"] for s in paired)),
             **{f"{short}{key}": value for m, short in VARIANTS.items() if m in med
                for key, value in (("", fmt(med[m])), ("_gain", pair_median(by, m, "grpo", paired)),

@@ -15,8 +15,9 @@ import report_real  # noqa: E402  (benchmarks/report_real.py)
 def results(runs: list[tuple[str, int, float, str]]) -> dict:
     methods = sorted({m for m, *_ in runs}, key=["grpo", "sdpo", "sdpo_rlhf_book", "sdpo_rlhf_book_t07"].index)
     return {"commit": "last999", "command": "python benchmarks/bench_real.py sdpo", "date": "2026-11-26",
-            "machine": {"arch": "x86_64", "cores": 2, "torch": "2.13.0", "trl": "1.16.0"}, "config": {"methods": {m: [f"configs/{m}.yaml", {}] for m in methods},
-                                            "seeds": [1, 2, 3], "threads": 2, "n_teacher": 100},
+            "machine": {"arch": "x86_64", "cores": 2, "torch": "2.13.0", "trl": "1.16.0"},
+            "config": {"methods": {m: [f"configs/{m}.yaml", {}] for m in methods}, "seeds": [1, 2, 3], "threads": 2,
+                       "n_teacher": 100},
             "summary": {"teacher": {"sums to 20": {"n": 100, "plain_acc": 0.3, "demo_acc": 0.6, "feedback_acc": 0.1}}},
             "runs": [{"method": m, "seed": s, "final_acc": f, "start_acc": 0.3, "wall_s": 60.0, "commit": c}
                      for m, s, f, c in runs]}
