@@ -102,7 +102,8 @@ def rates(cfg: dict) -> str:
     """How the runs' learning rates were chosen: tuned on other seeds, pinned (``--lr``), or the config's."""
     if "lr_grid" not in cfg:
         return "every method at the config's learning rate (none tuned here)"
-    pinned = {m: lr for m, lr in (cfg.get("pinned_lr") or {}).items() if m in cfg["methods"]}
+    pinned_lr = cfg.get("pinned_lr") or {}
+    pinned = {m: pinned_lr[m] for m in cfg["methods"] if m in pinned_lr}   # in the table's order
     tuned = [m for m in cfg["methods"] if m not in pinned]
     whose = "each method's learning rate" if not pinned else "the learning rate of " + ", ".join(tuned)
     said = ([f"{whose} the best of "
@@ -178,7 +179,7 @@ def sdpo_head_start(res: dict) -> str:
     if sides:
         lo, hi = sides["head_start <= 0"], sides["head_start > 0"]
         line += (f" Split at zero: the {lo['n']} points with no head start have a median gain of "
-                 f"{fmt(lo['median_gain'])}, the {hi['n']} with one {fmt(hi['median_gain'])}")
+                 f"{lo['median_gain']:+.3f}, the {hi['n']} with one {hi['median_gain']:+.3f}")
         line += ("." if not pos else f"; a line through those {pos['n']} alone has slope {pos['slope']:+.3f} "
                  f"(r = {pos['r']:.2f}).")
     missing = ("" if not s.get("missing") else
@@ -196,8 +197,8 @@ def sdpo_head_start_fields(res: dict) -> dict:
     lo, hi = f["by_sign"]["head_start <= 0"], f["by_sign"]["head_start > 0"]
     return {"n": str(f["n"]), "labs": str(len(res["summary"]["labs"])), "r": f"{f['r']:.2f}",
             "slope": f"{f['slope']:+.2f}", "zero_crossing": f"{f['zero_crossing']:.2f}",
-            "n_none": str(lo["n"]), "gain_none": fmt(lo["median_gain"]), "n_some": str(hi["n"]),
-            "gain_some": fmt(hi["median_gain"])}
+            "n_none": str(lo["n"]), "gain_none": f"{lo['median_gain']:+.3f}", "n_some": str(hi["n"]),
+            "gain_some": f"{hi['median_gain']:+.3f}"}   # gains carry their sign
 
 
 def code_lab_fields(res: dict) -> dict:

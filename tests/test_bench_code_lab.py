@@ -111,7 +111,7 @@ def test_the_head_start_block_renders_every_point_and_the_fit(tmp_path, monkeypa
     out = report.render_text("<!-- report:sdpo-head-start -->\n<!-- /report:sdpo-head-start -->")
     assert "| real model | s2 | sdpo | 0.200 | 0.800 | n/a | +0.300 | +0.300 |" in out
     assert "crosses zero at a head start of **0.20**" in out and "over 3" in out
-    assert "the 1 points with no head start have a median gain of -0.100, the 3 with one 0.200" in out
+    assert "the 1 points with no head start have a median gain of -0.100, the 3 with one +0.200" in out
     assert "a line through those 3 alone has slope +0.500" in out
     assert "`code_lab.json` at `def`" in out and "Not measured yet: `real_sdpo`" in out
 
