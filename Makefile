@@ -47,13 +47,17 @@ XDIST   := -n 2 --dist loadfile
 unit: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(XDIST) tests
 
+# the notebooks in smoke mode on the tiny lab (SDPO_KIT_MODEL: notebook 00 opens on the real model otherwise);
+# make test-real runs them on the real CPU model
+NB_TINY := OMP_NUM_THREADS=1 SDPO_KIT_MODEL=tiny-lab SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg
+
 notebooks: $(STAMP)
-	OMP_NUM_THREADS=1 SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/pytest -q $(XDIST) --nbmake --nbmake-timeout=900 notebooks
+	$(NB_TINY) $(BIN)/pytest -q $(XDIST) --nbmake --nbmake-timeout=900 notebooks
 
 test: $(STAMP)
-	$(BIN)/ruff check sdpo_kit tests benchmarks
+	$(BIN)/ruff check sdpo_kit tests benchmarks notebooks/solutions
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(XDIST) tests
-	OMP_NUM_THREADS=1 SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg $(BIN)/pytest -q $(XDIST) --nbmake --nbmake-timeout=900 notebooks
+	$(NB_TINY) $(BIN)/pytest -q $(XDIST) --nbmake --nbmake-timeout=900 notebooks
 	$(MAKE) --no-print-directory test-trl115
 
 $(STAMP115): pyproject.toml constraints.txt
@@ -98,7 +102,7 @@ gpu-check:  ## the GPU checks (Unsloth, 4-bit, fp16 training, TRL on CUDA, expor
 		$(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu tests/gpu
 
 lint: $(STAMP)
-	$(BIN)/ruff check sdpo_kit tests benchmarks
+	$(BIN)/ruff check sdpo_kit tests benchmarks notebooks/solutions
 
 docs: $(STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e ".[docs]"

@@ -56,7 +56,9 @@ def pins_fields(root: Path = ROOT) -> dict[str, str]:
     deps = requirements(project["dependencies"])
     colab = requirements(project["optional-dependencies"]["colab"])
     ci = requirements((root / "constraints.txt").read_text().splitlines())
-    fields = {f"colab_{k}": exact(v) for k, v in colab.items()}                 # colab_unsloth: 2026.10.9
+    fields = {f"colab_{k}": exact(v) for k, v in colab.items() if v}            # colab_unsloth: 2026.10.9
+    cpu = requirements(project["optional-dependencies"]["cpu"])
+    fields.update({f"cpu_{k}": exact(v) for k, v in cpu.items() if v})          # cpu_trl: 1.16.0
     fields.update({f"dep_{k}": v for k, v in deps.items() if v})               # dep_trl: >=1.15,<1.17
     fields.update({k: (exact(v) if v.startswith("==") else v) for k, v in ci.items()})   # torch: 2.13.0
     fields.update({f"gpu_wheels_{k}": v for k, v in gpu_wheels(root).items()})   # gpu_wheels_unsloth: 2026.10.7

@@ -122,8 +122,11 @@ def check_answer_rules(task, reward_funcs) -> None:
                           "drop the reward's own", stacklevel=2)
 
 
-def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -> dict:
+def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, dashboard=None) -> dict:
     """Run one training job from a ``Config`` (from ``resume_from``, a checkpoint folder, if given).
+
+    ``dashboard``: a ``core.dashboard.Dashboard`` to show the run in (a notebook's live plots, progress and
+    completions); it then draws ``reward_curve.png`` in place of the run's own plot.
 
     Returns a summary: ``before`` / ``after`` held-out accuracy, ``train_s``, ``eval_s``,
     ``total_s``, ``s_per_step`` (training loop without evals), ``output_dir``, ``history``
@@ -182,7 +185,12 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
     def plot_for(png):
         return LivePlot(panels_for(cfg.algorithm), png_path=png, every=max(1, min(tc.eval_every or 10, 25)))
 
-    plot = plot_for(out / "reward_curve.png")
+    if dashboard is not None:   # its plot is the run's: one live figure, written where the run's would be
+        dashboard.plot.png_path = out / "reward_curve.png"
+        dashboard.max_steps = dashboard.max_steps or tc.max_steps
+        plot = dashboard
+    else:
+        plot = plot_for(out / "reward_curve.png")
     printer = ProgressPrinter(tc.max_steps, every=max(1, tc.max_steps // 20))
     ran: list[dict] = []  # the training rows this run logs (a resumed run's earlier rows are not sent again)
     entry = get_trainer(cfg.algorithm, cfg.backend)
@@ -192,13 +200,16 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None) -
     t_train = time.perf_counter()  # from here on: the training loop only
     history = entry.run_trainer(trainer, resume_from)
     train_s = time.perf_counter() - t_train
-    if resume_from:  # the live plot saw this run's steps only; the saved curve shows the whole run
+    if dashboard is not None:
+        dashboard.close()
+    else:
+        if resume_from:  # the live plot saw this run's steps only; the saved curve shows the whole run
+            plot.close()
+            plot = plot_for(out / "reward_curve.png")
+            for row in history:
+                plot.update(row)
+        plot.save(out / "reward_curve.png")
         plot.close()
-        plot = plot_for(out / "reward_curve.png")
-        for row in history:
-            plot.update(row)
-    plot.save(out / "reward_curve.png")
-    plot.close()
     shutil.rmtree(out / "model", ignore_errors=True)   # an earlier run's files (an adapter, a full model) must not stay
     save_model(model, out / "model", tokenizer)
 

@@ -108,19 +108,30 @@ def test_sdpo_table_and_text_fallback(tok, rows, tmp_path, capsys, monkeypatch):
     assert dash.snapshot(tmp_path / "snap.png")[:4] == b"\x89PNG" and (tmp_path / "snap.png").stat().st_size > 0
 
 
-def test_in_a_kernel_one_widget_redrawn_in_place(tok, rows, monkeypatch):
-    """In a (stand-in) kernel: display() is called once, with the widget box; the image widget's PNG
-    changes as rows arrive; the plot does not display a picture of its own."""
+@pytest.mark.parametrize("headless", [False, True], ids=["live", "headless"])
+def test_in_a_kernel_one_widget_redrawn_in_place(tok, rows, monkeypatch, headless):
+    """In a (stand-in) kernel: display() is called once with the widget box; the image widget's PNG
+    changes as rows arrive; the plot does not display a picture of its own. A kernel run headless (the
+    executed copies on the docs site, CI) also gets the final snapshot as a plain PNG image at the end,
+    which a page without widgets shows; train() returns the rows, shown in one line."""
+    import IPython.display
+
     shown = []
     monkeypatch.setattr(plotting, "_in_notebook", lambda: True)
+    monkeypatch.setattr(dashboard_module, "headless", lambda: headless)
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
     dash = Dashboard(every=1)
     pngs = []
     loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOConfig(max_steps=3, **KW),
                     callbacks=[dash, lambda r: pngs.append(dash.image.value)])
-    dash.train(loop, background=False)
-    assert shown == [dash.widget] and dash.plot.in_notebook is False
+    history = dash.train(loop, background=False)
+    assert shown[0] is dash.widget and dash.plot.in_notebook is False
     assert len(set(pngs)) == 3 and "done" in dash.status.value
+    if headless:
+        assert len(shown) == 2 and isinstance(shown[1], IPython.display.Image) and shown[1].data[:4] == b"\x89PNG"
+    else:
+        assert shown == [dash.widget]
+    assert len(history) == 3 and repr(history).startswith("<3 metric rows, last step 3") and "\n" not in repr(history)
 
 
 @pytest.mark.parametrize("png", [True, False], ids=["png_path", "no_png_path"])
@@ -132,6 +143,7 @@ def test_in_a_kernel_each_refresh_draws_once(tmp_path, monkeypatch, png):
     from matplotlib.figure import Figure
 
     monkeypatch.setattr(plotting, "_in_notebook", lambda: True)
+    monkeypatch.setattr(dashboard_module, "headless", lambda: False)   # live: no closing snapshot among the draws counted
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: None)
     saves = []
     savefig = Figure.savefig

@@ -1,8 +1,7 @@
-"""The notebooks' first cells (read, not run): the install cell says when Colab needs a restart; the
-config cell chooses the model with ``core.profiles`` (``$SDPO_KIT_MODEL``, else the tiny lab on a CPU
-and the T4 profile's model on CUDA), keeps a profile for the tiny lab, the real CPU model and the T4,
-never branches on SMOKE outside the profiles' sizes, and prints the preflight. ``core.profiles`` itself:
-which profile a model runs, which it borrows, and the smoke sizes."""
+"""The notebooks' config cell (read, not run; the install cell before it: ``test_install_cell.py``): it
+calls ``course.setup("NN")``, which chooses the model (``$SDPO_KIT_MODEL``, else the notebook's default for
+the device), its profile from ``sdpo_kit/course/profiles/nbNN.py`` and the smoke sizes, and prints them
+and the preflight. ``core.profiles`` itself: which profile a model runs, which it borrows, the smoke sizes."""
 
 from __future__ import annotations
 
@@ -12,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB, choose_model, pick_profile, profile_key
+from sdpo_kit.course import profile_table as course_profiles
+from sdpo_kit.course import setup
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -20,34 +21,46 @@ def code_cells(path: Path) -> list[str]:
     return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
 
 
-def model_name(config_cell: str, env: dict, cuda: bool) -> str:
-    """MODEL_NAME as an old-style config cell's two lines compute it, with ``env`` and CUDA stated."""
-    import types
-
-    lines = [ln for ln in config_cell.splitlines() if ln.startswith(("T4_MODEL =", "MODEL_NAME ="))]
-    scope = {"os": types.SimpleNamespace(environ=env),
-             "torch": types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: cuda))}
-    exec("\n".join(lines), scope)
-    return scope["MODEL_NAME"]
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_config_and_install_cells(path):
-    install, config = code_cells(path)[0], code_cells(path)[1]
-    assert "Restart session" in install and "sdpo_kit[colab]" in install
-    assert "not SMOKE" not in config and "print(preflight(MODEL_NAME" in config
-    if "pick_profile" in config:
-        assert "MODEL_NAME = choose_model()" in config
-        # P, or PROFILE where P is taken (notebook 04: the preference term)
-        assert any(f"{name} = pick_profile(PROFILES, MODEL_NAME, SMOKE)" in config for name in ("P", "PROFILE"))
-        for key in ('"tiny-lab": dict(', "REAL_CPU_MODEL: dict(", "T4_MODEL: dict("):
-            assert key in config, key
-        assert 'os.environ["SDPO_KIT_MODEL"]' in config, "the config cell shows how to choose the model"
+def test_config_cell(path):
+    """The config cell after the install cell: ``P = setup("NN")`` (the profiles live in
+    ``sdpo_kit/course/profiles/nbNN.py``), with the line that shows how to choose the model; a notebook
+    not moved to ``course.setup`` yet keeps its old table and the checks it had."""
+    config = code_cells(path)[1]
+    number = path.name[:2]
+    if "setup(" in config:
+        assert f'P = setup("{number}")' in config and "SDPO_KIT_MODEL" in config
+        assert len(config.splitlines()) <= 8, "the config cell shows the choice in a few lines"
+        table = course_profiles(number)
+        assert {TINY_LAB, REAL_CPU_MODEL, T4_MODEL} <= set(table), f"nb{number}: a profile per model"
         return
-    assert "SDPO_KIT_MODEL" in config   # not yet on core.profiles: the two lines of its own
-    assert model_name(config, {}, cuda=False) == "tiny-lab"
-    assert model_name(config, {}, cuda=True) == "Qwen/Qwen2.5-0.5B-Instruct"
-    assert model_name(config, {"SDPO_KIT_MODEL": "tiny-lab"}, cuda=True) == "tiny-lab"
+    assert "not SMOKE" not in config and "print(preflight(MODEL_NAME" in config
+    assert "MODEL_NAME = choose_model()" in config
+    assert any(f"{name} = pick_profile(PROFILES, MODEL_NAME, SMOKE)" in config for name in ("P", "PROFILE"))
+    for key in ('"tiny-lab": dict(', "REAL_CPU_MODEL: dict(", "T4_MODEL: dict("):
+        assert key in config, key
+
+
+def test_setup_picks_model_profile_and_sizes(capsys):
+    """``course.setup``: notebook 00 opens on the real model on a CPU and on the T4 model on a GPU, the
+    others on the tiny lab on a CPU; ``SDPO_KIT_MODEL`` chooses; SMOKE swaps in the smoke sizes and
+    nothing else; the choice and the preflight are printed."""
+    assert setup("00", env={}, cuda=False, verbose=False).model == REAL_CPU_MODEL
+    assert setup("00", env={}, cuda=True, verbose=False).model == T4_MODEL
+    assert setup("00", env={"SDPO_KIT_MODEL": TINY_LAB}, cuda=False, verbose=False).model == TINY_LAB
+    full = setup("00", env={}, cuda=False, verbose=False)
+    smoke = setup("00", env={"SDPO_KIT_SMOKE": "1"}, cuda=False, verbose=False)
+    assert smoke.smoke and not full.smoke and smoke.config == full.config
+    assert smoke.overrides["trainer.max_steps"] < 20 and full.overrides == {}
+    capsys.readouterr()
+    P = setup("00", env={}, cuda=False)
+    out = capsys.readouterr().out
+    assert "model: smollm2-135m" in out and "preflight: CPU" in out and "config='configs/first_run.yaml'" in out
+    assert P.n_show == full["n_show"] and P.seed == 0
+    with pytest.raises(ValueError, match="no notebook '42'"):
+        setup("42", env={}, cuda=False, verbose=False)
+    with pytest.raises(AttributeError, match="no setting 'nope'"):
+        getattr(P, "nope")  # noqa: B009
 
 
 def test_choose_model_and_the_profile_each_model_runs(capsys):

@@ -96,3 +96,53 @@ def test_top_k_reaches_both_backends(tok, tmp_path):
     assert (trl.top_k, trl.top_p) == (20, 0.9)
     args = grpo_args("cpu", tmp_path, top_k=20, top_p=0.9)
     assert (args["top_k"], args["top_p"]) == (20, 0.9)
+
+
+def generate_reference(model, tok, prompts, G, seed, **kw):
+    """What transformers' generate draws for the same prompts, config and seed (every prompt G times)."""
+    from sdpo_kit.core.sampling import encode_prompts, neutral_generation_defaults
+    from sdpo_kit.core.utils import eval_mode
+
+    enc = encode_prompts(tok, prompts)
+    ids, am = enc["input_ids"].repeat_interleave(G, 0), enc["attention_mask"].repeat_interleave(G, 0)
+    config = sampling_config(model, tok, max_new_tokens=12, **kw)
+    torch.manual_seed(seed)
+    with eval_mode(model), neutral_generation_defaults(model), torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=am, generation_config=config)[:, ids.size(1):]
+    return out.masked_fill(completion_mask_from_eos(out, config.eos_token_id) == 0, tok.pad_token_id)
+
+
+@pytest.mark.parametrize("kw", [dict(temperature=0.7), dict(temperature=1.0, top_k=5), dict(temperature=0.9, top_p=0.8),
+                                dict(do_sample=False)], ids=["T0.7", "top_k", "top_p", "greedy"])
+@pytest.mark.parametrize("G", [1, 4])
+def test_sample_draws_token_for_token_what_generate_draws(tok, kw, G):
+    """``sample`` runs each prompt once and decodes in its own loop; it must draw exactly the tokens
+    transformers' ``generate`` draws from the same seed (same forwards, processors, random draws), so a
+    run's numbers do not depend on which of the two sampled. Prompts of different lengths (left padding)."""
+    model = build_model(tok, seed=3)
+    for seed in (0, 1):
+        want = generate_reference(model, tok, PROMPTS, G, seed, **kw)
+        torch.manual_seed(seed)
+        got = sample(model, tok, PROMPTS, max_new_tokens=12, num_return_sequences=G, **kw).completion_ids
+        assert got.shape == want.shape and torch.equal(got, want), (kw, G, seed)
+
+
+def test_a_forward_without_a_usable_cache_samples_through_generate(tok):
+    """``decode`` gives up (None) on a forward that returns no cache, or the legacy tuple (Unsloth's on a
+    GPU); ``sample`` then uses ``generate``."""
+    from sdpo_kit.core.sampling import decode, encode_prompts
+
+    model = build_model(tok, seed=3)
+    enc = encode_prompts(tok, PROMPTS)
+    config = sampling_config(model, tok, max_new_tokens=4, temperature=1.0)
+    real_forward = model.forward
+
+    def tuple_cache(*args, **kw):
+        out = real_forward(*args, **kw)
+        out.past_key_values = ((torch.zeros(1), torch.zeros(1)),)
+        return out
+
+    model.forward = tuple_cache
+    assert decode(model, enc["input_ids"], enc["attention_mask"], config, 2) is None
+    model.forward = real_forward
+    assert decode(model, enc["input_ids"], enc["attention_mask"], config, 2).shape[0] == 2 * len(PROMPTS)

@@ -20,6 +20,12 @@ Where it shows:
   as ``LivePlot`` writes it, and the completions table is printed as text every ``table_every``
   steps. The widgets still exist when ipywidgets is installed (tests click the button and read the
   table), and nothing fails when it is not.
+* A notebook executed headless (nbclient under ``MPLBACKEND=Agg``: CI, the docs site's executed copies)
+  also gets the final ``snapshot`` as a plain image output when the run ends: a page that cannot run
+  widgets still shows the dashboard.
+
+``train`` returns the metric rows as ``Rows``, a list whose repr is one line (the last row's reward and
+accuracy), so a cell ending in ``dash.train(...)`` does not print the whole history.
 
 The dashboard only reads rows: a run's numbers are the same with it or without it.
 
@@ -88,6 +94,17 @@ def html_table(rows: Sequence[Mapping], step: int | None = None) -> str:
                                     for c in cols) + "</tr>" for r in rows)
     caption = f"<caption style='text-align:left'>sampled completions, step {step}</caption>" if step is not None else ""
     return f"<table>{caption}<tr>{head}</tr>{body}</table>"
+
+
+class Rows(list):
+    """The metric rows of a run: a plain list, shown in one line (a notebook prints a cell's last value)."""
+
+    def __repr__(self) -> str:
+        if not self:
+            return "Rows([])"
+        last = self[-1]
+        shown = ", ".join(f"{k} {last[k]:.3g}" for k in ("reward/mean", "eval/accuracy") if isinstance(last.get(k), float))
+        return f"<{len(self)} metric rows, last step {last.get('step', '?')}{': ' + shown if shown else ''}>"
 
 
 def _widgets():
@@ -168,6 +185,10 @@ class Dashboard:
         if self.widget is not None and self.plot.history:
             self.image.value = self.plot.png()      # close()'s draw, or the last one: never a second
         self._show(final=True)
+        if self.in_notebook and headless() and self.plot.history:   # a page without widgets still shows it
+            from IPython.display import Image, display
+
+            display(Image(data=self.snapshot(), format="png"))
 
     def snapshot(self, path: str | os.PathLike | None = None) -> bytes:
         """The dashboard as one PNG, for docs and headless runs: the status line, the plot panels and
@@ -275,7 +296,7 @@ class Dashboard:
             self._thread.join()
         if self._error is not None:
             raise self._error
-        return self._result
+        return Rows(self._result) if isinstance(self._result, list) else self._result
 
 
 def headless() -> bool:

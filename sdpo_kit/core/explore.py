@@ -3,6 +3,8 @@
 ``explore(draw, **controls)`` calls ``draw(**defaults)`` once and returns what it returned, so a check
 cell can assert what the figure shows. In a Jupyter / Colab kernel with ipywidgets it also shows
 ``ipywidgets.interactive`` over the controls: moving a slider redraws the figure in its output area.
+A kernel run headless (``MPLBACKEND=Agg``: CI, the docs site's executed copies) shows the figure at the
+defaults as a plain image instead, which a page without widgets can show.
 ``draw`` returns a matplotlib ``Figure`` (Figure API, no pyplot) or a tuple whose first item is one.
 
 A control is ``(low, high, step, default)`` (an int slider when all four are ints, else a float
@@ -65,8 +67,10 @@ def explore(draw: Callable, **controls):
             out = draw(**values)
             display(Image(data=figure_png(out[0] if isinstance(out, tuple) else out), format="png"))
 
-        if ipywidgets is not None:
+        import matplotlib
+
+        if ipywidgets is not None and matplotlib.get_backend().lower() != "agg":
             display(ipywidgets.interactive(show, **{k: _widget(k, c) for k, c in controls.items()}))
-        else:
-            show(**{k: default(c) for k, c in controls.items()})
+        else:   # no sliders, or no one to move them: the figure at the defaults
+            display(Image(data=figure_png(result[0] if isinstance(result, tuple) else result), format="png"))
     return result

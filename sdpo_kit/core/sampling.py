@@ -1,8 +1,12 @@
 """Sampling helpers shared by trainers, evaluators and notebooks.
 
 Prompts are chat message lists (rendered with the tokenizer's chat template) or plain
-strings (used as they are). Generation is left-padded and batched: one ``generate`` call
-per batch, never a loop over single prompts.
+strings (used as they are). Generation is left-padded and batched, never a loop over single
+prompts. ``sample`` runs each distinct prompt once (its KV cache repeated for the G completions
+of its group, as ``shared_prompt_logprobs`` does for the loss) and then decodes token by token in
+``decode``: the same forwards, processors and random draws as transformers' ``generate`` (the
+tests check it token for token), without running every prompt G times. A model whose forward
+returns no usable cache (Unsloth's patched forward on a GPU) samples through ``generate``.
 
 Sampling is on-policy by construction: ``sampling_config`` spells out every knob, so the
 samples come from softmax(logits / temperature) and nothing else, whatever the model's own
@@ -137,17 +141,83 @@ def sample(model, tokenizer, prompts, *, max_new_tokens: int, do_sample: bool = 
 
     device = next(model.parameters()).device
     enc = encode_prompts(tokenizer, prompts, device)
-    prompt_ids = enc["input_ids"].repeat_interleave(num_return_sequences, 0)       # (B, P)
-    prompt_mask = enc["attention_mask"].repeat_interleave(num_return_sequences, 0)  # (B, P)
+    G = num_return_sequences
+    prompt_ids = enc["input_ids"].repeat_interleave(G, 0)                        # (B, P)
+    prompt_mask = enc["attention_mask"].repeat_interleave(G, 0)                  # (B, P)
     config = sampling_config(model, tokenizer, max_new_tokens=max_new_tokens, do_sample=do_sample,
                              temperature=temperature, top_k=top_k, top_p=top_p)
     with eval_mode(model), neutral_generation_defaults(model):
-        out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
-    completion_ids = out[:, prompt_ids.size(1):]                                 # (B, T)
+        completion_ids = decode(model, enc["input_ids"], enc["attention_mask"], config, G)  # (B, T) or None
+        if completion_ids is None:   # no usable KV cache: transformers' generate, every prompt G times
+            out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
+            completion_ids = out[:, prompt_ids.size(1):]                         # (B, T)
     completion_mask = completion_mask_from_eos(completion_ids, config.eos_token_id)  # (B, T)
     completion_ids = completion_ids.masked_fill(completion_mask == 0, tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
     return Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask, texts)
+
+
+def logits_processors(config: GenerationConfig):
+    """What ``generate`` applies to the next-token logits when sampling: temperature, then top-k, then
+    top-p (transformers' own warpers, each only when it changes something); nothing when greedy."""
+    from transformers.generation import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    out = LogitsProcessorList()
+    if config.do_sample:
+        if config.temperature is not None and config.temperature != 1.0:
+            out.append(TemperatureLogitsWarper(config.temperature))
+        if config.top_k:
+            out.append(TopKLogitsWarper(top_k=config.top_k, min_tokens_to_keep=1))
+        if config.top_p is not None and config.top_p < 1.0:
+            out.append(TopPLogitsWarper(top_p=config.top_p, min_tokens_to_keep=1))
+    return out
+
+
+@torch.no_grad()
+def decode(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, config: GenerationConfig,
+           group_size: int = 1) -> torch.Tensor | None:
+    """Completion ids (B, T), B = n prompts x ``group_size``, each prompt's G rows in a row; None when the
+    model's forward returns no KV cache this loop can repeat (then ``sample`` calls ``generate``).
+
+    The n distinct prompts (n, P) run once; their cache is repeated G times, and each step feeds the
+    B last tokens back. Every step draws as ``generate`` does: logits in fp32, the processors of
+    ``logits_processors``, softmax, one ``torch.multinomial`` over (B, V) (argmax when greedy); a
+    finished row gets ``pad_token_id``; it stops when every row has emitted an eos or after
+    ``max_new_tokens``. T is the number of steps taken."""
+    G, eos = group_size, torch.as_tensor(config.eos_token_id, device=prompt_ids.device).reshape(-1)
+    position_ids = (prompt_mask.cumsum(-1) - 1).masked_fill(prompt_mask == 0, 1)  # (n, P) as generate does
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids, use_cache=True,
+                logits_to_keep=1)
+    cache = out.past_key_values
+    if cache is None or not hasattr(cache, "batch_repeat_interleave") or cache.get_seq_length() != prompt_ids.size(1):
+        return None
+    if G > 1:
+        cache.batch_repeat_interleave(G)                                          # (B, heads, P, d) per layer
+    logits = out.logits[:, -1].float().repeat_interleave(G, 0)                    # (B, V)
+    mask = prompt_mask.repeat_interleave(G, 0)                                    # (B, P)
+    position = position_ids[:, -1:].repeat_interleave(G, 0)                       # (B, 1)
+    processors = logits_processors(config)
+    B = mask.size(0)
+    unfinished = torch.ones(B, dtype=torch.bool, device=mask.device)              # (B,)
+    tokens = []
+    for step in range(config.max_new_tokens):
+        seen = torch.stack(tokens, 1) if tokens else mask.new_zeros(B, 0)         # (B, t) for the processors
+        scores = processors(seen, logits)                                         # (B, V)
+        if config.do_sample:
+            next_ids = torch.multinomial(torch.softmax(scores, -1), 1).squeeze(1)  # (B,)
+        else:
+            next_ids = scores.argmax(-1)                                          # (B,)
+        next_ids = torch.where(unfinished, next_ids, torch.full_like(next_ids, config.pad_token_id))
+        tokens.append(next_ids)
+        unfinished &= ~torch.isin(next_ids, eos)
+        if not unfinished.any() or step == config.max_new_tokens - 1:
+            break
+        mask = torch.cat([mask, mask.new_ones(B, 1)], 1)                          # (B, P+t+1)
+        position = position + 1                                                   # (B, 1)
+        out = model(input_ids=next_ids[:, None], attention_mask=mask, position_ids=position, past_key_values=cache,
+                    use_cache=True)
+        logits = out.logits[:, -1].float()                                        # (B, V)
+    return torch.stack(tokens, 1)                                                 # (B, T)
 
 
 def generate_completions(model, tokenizer, prompts, *, max_new_tokens: int,

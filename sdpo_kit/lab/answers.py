@@ -13,6 +13,8 @@ sets it):
     boxed         the last number inside the last ``\\boxed{...}`` (MATH's convention)
     hashes        the last number after the last ``####`` (GSM8K's convention)
     last_number   the last number anywhere in the text (lm-eval's "flexible extract")
+    first_number  the first number anywhere in the text: for questions whose answer leads the reply
+                  ("Which is larger, 35 or 39?" -> "39 is larger"; "35 is smaller than 39" is wrong)
     auto          what instruct models write: the answer a mark names (the last ``\\boxed{}``,
                   ``<answer>`` or ``####``, whichever comes last), else the last number of the text
 
@@ -34,7 +36,7 @@ ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 # a number as people write it: optional sign, thousands commas, decimals ("-1,234.50")
 NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 MARKS = ("boxed", "answer_tag", "hashes")
-ANSWER_RULES = ("first_line", "answer_tag", "boxed", "hashes", "last_number", "auto")
+ANSWER_RULES = ("first_line", "answer_tag", "boxed", "hashes", "last_number", "first_number", "auto")
 
 
 def check_rule(rule: str) -> str:
@@ -69,6 +71,12 @@ def last_number(text: str | None) -> str | None:
     """The last number in ``text``, canonical; None when there is none."""
     found = NUMBER_RE.findall(text or "")
     return canonical_number(found[-1]) if found else None
+
+
+def first_number(text: str | None) -> str | None:
+    """The first number in ``text``, canonical; None when there is none."""
+    found = NUMBER_RE.search(text or "")
+    return canonical_number(found.group(0)) if found else None
 
 
 def _boxed(text: str) -> tuple[int, str] | None:
@@ -122,6 +130,8 @@ def extract_answer(text, rule: str = "first_line") -> str | None:
     if rule in ("boxed", "hashes"):
         found = _marked(text, rule)
         return last_number(found[1]) if found else None
+    if rule == "first_number":
+        return first_number(text)
     if rule == "auto":
         marks = [m for m in (_marked(text, k) for k in MARKS) if m is not None and last_number(m[1]) is not None]
         if marks:
