@@ -25,7 +25,7 @@ GPU_WHEELS := .gpu-wheels
 GPU_SITE   := .gpu-site
 GPU_REPORT ?= runs/gpu_check.json
 
-.PHONY: install demo test unit notebooks lint docs bench bench-clone bench-stale clean test-trl115 test-export \
+.PHONY: install demo test unit notebooks lint docs bench bench-clone bench-stale clean test-trl115 test-export executed \
         test-verl gpu-check real-model test-real
 
 install: $(STAMP)
@@ -122,6 +122,11 @@ bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), th
 	$(BIN)/python benchmarks/bench_ppo.py
 	$(BIN)/python benchmarks/bench_export.py
 	$(BIN)/python benchmarks/report.py
+
+# the docs site's executed copies: the nine notebooks at full size on a CPU (00 on the real CPU model, the others on
+# the tiny lab), kept with their outputs in benchmarks/results/executed/notebooks/ and a first cell naming the commit
+executed: real-model
+	$(BIN)/python benchmarks/bench_notebooks.py --full
 
 # re-measure exactly the stale results files (a file they measure changed since their commit), each command once,
 # in a clean worktree of HEAD, then render the report; the plan is printed first. DRY=1: the plan only

@@ -60,6 +60,7 @@ CORE = ["sdpo_kit/core", "sdpo_kit/lab", "sdpo_kit/models.py", "sdpo_kit/registr
 MEASURES = {
     "demo": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
     "first_run": CORE + ["sdpo_kit/grpo", "configs/first_run.yaml"],
+    "own_task": CORE + ["sdpo_kit/grpo", "examples/own_task"],
     "speed": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
     "lab": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
     "vapor": CORE + ["sdpo_kit/grpo", "sdpo_kit/vapor", "configs/vapor.yaml"],

@@ -1,6 +1,7 @@
 """The first run's promise: SmolLM2-135M-Instruct learns `configs/first_run.yaml` within 3 minutes on 2 threads.
 
-    python benchmarks/bench_first_run.py [--seeds 1 2 3] [--threads 2] [--config configs/first_run.yaml]
+    python benchmarks/bench_first_run.py [--seeds 1 2 3] [--threads 2] [--config configs/first_run.yaml] [--name first_run]
+    python benchmarks/bench_first_run.py --config examples/own_task/config.yaml --name own_task
 
 Each seed is one ``sdpo-kit train`` process, timed from its start to its exit: Python's imports, the model
 load, both held-out evaluations and saving the adapter included (the model's one-off conversion from its
@@ -11,7 +12,8 @@ the seeds are the training seed, and none of them was used to pick the config (s
 Per seed: held-out greedy accuracy before and after, the lift and its standard error as two independent
 proportions over ``n_eval`` questions (sqrt(p0 (1 - p0) / n + p1 (1 - p1) / n), larger than the paired
 one, so "past two standard errors" is conservative), seconds per step, wall seconds. Summary: medians,
-the smallest lift and the slowest wall time. Writes ``benchmarks/results/first_run.json``.
+the smallest lift and the slowest wall time. Writes ``benchmarks/results/<name>.json`` (``own_task``: the
+runnable example of a learner's own data, answer rule and reward, ``examples/own_task``, measured alike).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--config", default="configs/first_run.yaml")
+    ap.add_argument("--name", default="first_run", choices=["first_run", "own_task"], help="the results file's name")
     args = ap.parse_args()
     from sdpo_kit.registry import load_config
 
@@ -84,7 +87,7 @@ def main():
                "median_s_per_step": median([r["s_per_step"] for r in runs]), "n_eval": n_eval, "model_prep_s": prep_s}
     print(f"\nmedian lift {summary['median_lift']:+.3f} (min {summary['min_lift']:+.3f}), median wall "
           f"{summary['median_wall_s']:.1f} s (max {summary['max_wall_s']:.1f} s)")
-    write_results("first_run", config={"config": args.config, "seeds": args.seeds, "threads": args.threads},
+    write_results(args.name, config={"config": args.config, "seeds": args.seeds, "threads": args.threads},
                   runs=runs, summary=summary)
 
 

@@ -2,8 +2,10 @@
 
     python benchmarks/bench_notebooks.py [--full] [--cold] [--model NAME] [notebooks/NN_*.ipynb ...]
 
-Executes each notebook with nbclient in a fresh kernel (``MPLBACKEND=Agg``, the exercises on
-their reference answers, ``SDPO_KIT_SOLUTIONS=1``), with ``SDPO_KIT_SMOKE=1`` unless ``--full``.
+Executes each notebook with nbclient in a fresh kernel (``MPLBACKEND=Agg``; the exercises left as the
+learner finds them: their checks print "not written yet"), with ``SDPO_KIT_SMOKE=1`` unless ``--full``.
+Each notebook runs on the model its lesson needs (``course.setup``: notebook 00 on the real CPU model,
+the others on the tiny lab), unless ``--model``.
 A notebook that defines a ``RESULTS`` dict (its key figures: accuracies, speeds, ...) has it
 read back after the run. Writes ``benchmarks/results/notebooks_smoke.json`` or
 ``notebooks_full.json`` (a run over some notebooks updates their entries and keeps the others);
@@ -11,9 +13,12 @@ read back after the run. Writes ``benchmarks/results/notebooks_smoke.json`` or
 ``--cold`` runs each notebook from an empty cache of its own (``SDPO_KIT_CACHE`` in a fresh temporary
 folder, removed after), as a fresh clone's CI meets it: the warm starts are built, not loaded. It
 writes ``notebooks_smoke_cold.json`` (or ``notebooks_full_cold.json``) and leaves the warm files alone.
-A full-size run on the default profiles also keeps each executed notebook, outputs and plots included, in
-``benchmarks/results/executed/notebooks/`` with a first cell naming the commit and command it ran at: the docs
-site shows those copies (``docs/hooks.py``); the notebooks in ``notebooks/`` stay without outputs.
+A full-size run on the default profiles (``make executed``) also keeps each executed notebook, outputs and plots
+included, in ``benchmarks/results/executed/notebooks/`` with a first cell naming the commit and command it ran at:
+the docs site shows those copies (``docs/hooks.py``); the notebooks in ``notebooks/`` stay without outputs. A kept
+copy loses its widget outputs (a page cannot run them; the dashboards and explorers leave a plain image beside
+them) and is refused when a cell printed more than ``MAX_OUTPUT`` characters or an output shows a machine path
+(``tests/test_executed_copies.py`` checks the committed copies the same way).
 ``--model NAME`` runs the notebooks on that model's profile (``SDPO_KIT_MODEL``; ``smollm2-135m`` is the
 real CPU model, what ``make test-real`` runs) and adds ``_real`` to the results name for it.
 The target for smoke mode: 15 minutes on 2 CPU cores.
@@ -25,6 +30,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -39,6 +45,46 @@ READ_RESULTS = f"import json as _j\nprint({MARK!r} + _j.dumps(globals().get('RES
 
 
 EXECUTED = RESULTS / "executed" / "notebooks"   # the full-size run's executed copies, shown on the docs site
+MAX_OUTPUT = 20_000                              # characters one cell may print in an executed copy
+WIDGET = "application/vnd.jupyter.widget-view+json"
+# an absolute path of this machine or of a temporary folder: never in a page
+MACHINE_PATH = re.compile(r"(?<![\w.])(/(?:home|root|tmp|work|Users|private|var/folders|opt|usr)/[\w.\-/]+|[A-Z]:\\[\w\\]+)")
+
+
+def output_text(output) -> str:
+    """The text an output shows: a stream's, an error's, or a result's text/plain, markdown or HTML."""
+    if output.get("output_type") == "stream":
+        return output.get("text", "")
+    if output.get("output_type") == "error":
+        return "\n".join(output.get("traceback", []))
+    data = output.get("data", {})
+    return "".join(data.get(k, "") if isinstance(data.get(k, ""), str) else "".join(data.get(k))
+                   for k in ("text/plain", "text/markdown", "text/html"))
+
+
+def output_problems(nb) -> list[str]:
+    """Why a page could not show ``nb``'s outputs: a cell printing more than ``MAX_OUTPUT`` characters, a
+    machine path in an output."""
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        text = "".join(output_text(o) for o in cell.get("outputs", []))
+        if len(text) > MAX_OUTPUT:
+            problems.append(f"cell {i} prints {len(text):,} characters (at most {MAX_OUTPUT:,})")
+        found = MACHINE_PATH.search(text)
+        if found:
+            problems.append(f"cell {i} shows a machine path: {found.group()}")
+    return problems
+
+
+def for_the_page(nb):
+    """``nb`` without widget outputs (nothing can run them on a page; the static image beside stays)."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if WIDGET not in o.get("data", {})]
+    nb.metadata.pop("widgets", None)
+    return nb
 
 
 def run_notebook(path: Path, keep: Path | None = None, banner: str = "") -> tuple[float, dict | None]:
@@ -53,6 +99,10 @@ def run_notebook(path: Path, keep: Path | None = None, banner: str = "") -> tupl
     line = next((x for x in out.splitlines() if x.startswith(MARK)), None)
     if keep is not None:
         nb.cells = [nbformat.v4.new_markdown_cell(banner), *nb.cells[:-1]]
+        nb = for_the_page(nb)
+        problems = output_problems(nb)
+        if problems:
+            raise RuntimeError(f"{path.name}: its executed copy cannot go on a page: " + "; ".join(problems))
         keep.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, keep)
     return seconds, (json.loads(line[len(MARK):]) if line else None)
@@ -60,9 +110,9 @@ def run_notebook(path: Path, keep: Path | None = None, banner: str = "") -> tupl
 
 def executed_banner(commit: str, date: str) -> str:
     """The first cell of an executed copy: which run it shows."""
-    return (f"> **Outputs of the full-size CPU run** at commit `{commit}` on {date}, made by `python "
-            "benchmarks/bench_notebooks.py --full` on the tiny lab's profile. The notebook in the repository "
-            "has no outputs: open it in Colab or Jupyter to run it yourself.")
+    return (f"> **Outputs of a full-size run on a 2-core CPU** at commit `{commit}` on {date}, made by `make executed` "
+            "(notebook 00 on SmolLM2-135M-Instruct, the others on the tiny lab; the exercises as a learner finds "
+            "them). The notebook in the repository has no outputs: open it in Colab or Jupyter to run it yourself.")
 
 
 def main():
@@ -73,13 +123,16 @@ def main():
     ap.add_argument("paths", nargs="*", help="notebooks to run (default: all)")
     args = ap.parse_args()
     paths = [Path(p).resolve() for p in args.paths] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    os.environ.update(MPLBACKEND="Agg", SDPO_KIT_SOLUTIONS="1")
+    os.environ.update(MPLBACKEND="Agg")
+    os.environ.pop("SDPO_KIT_SOLUTIONS", None)   # the exercises as a learner finds them
     if args.full:
         os.environ.pop("SDPO_KIT_SMOKE", None)
     else:
         os.environ["SDPO_KIT_SMOKE"] = "1"
     if args.model:
         os.environ["SDPO_KIT_MODEL"] = args.model
+    else:
+        os.environ.pop("SDPO_KIT_MODEL", None)   # each notebook on its own lesson's model
     name = (("notebooks_full" if args.full else "notebooks_smoke") + ("_cold" if args.cold else "")
             + ("_real" if args.model == "smollm2-135m" else f"_{args.model.replace('/', '_')}" if args.model else ""))
     previous = {}
@@ -103,7 +156,7 @@ def main():
     print(f"\nmachine: {machine()}\n")
     print(table(["notebook", "wall s"], [[r["notebook"], r["wall_s"]] for r in runs] + [["total", total]]))
     write_results(name, config={"smoke": not args.full, "cold": args.cold, "model": args.model,
-                                "env": {"MPLBACKEND": "Agg", "SDPO_KIT_SOLUTIONS": "1"}},
+                                "env": {"MPLBACKEND": "Agg"}},
                   runs=runs, summary={"total_s": round(total, 1)})
 
 

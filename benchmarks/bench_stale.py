@@ -39,7 +39,7 @@ from staleness import ROOT, describe, scan
 
 RESULTS = ROOT / "benchmarks" / "results"
 # the order results files are re-measured in (every MAKERS key once; tests/test_bench_stale.py checks)
-ORDER = ["speed", "demo", "first_run", "demo_constant_lr", "demo_top_k50", "demo_copy_warm_start", "demo_plateau", "lab", "code_reward", "export",
+ORDER = ["speed", "demo", "first_run", "own_task", "demo_constant_lr", "demo_top_k50", "demo_copy_warm_start", "demo_plateau", "lab", "code_reward", "export",
          "vapor", "sdpo", "ppo",
          "sdpo_lab", "sdpo_lab_discovery", "sdpo_lab_signal", "sdpo_lab_signal_1000", "sdpo_lab_ablations",
          "sdpo_lab_stability", "sdpo_lab_headroom", "sdpo_lab_room", "sdpo_lab_transfer", "code_lab", "code_lab_starving", "code_lab_discovery",

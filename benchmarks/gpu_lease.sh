@@ -4,10 +4,13 @@
 #   here:  python benchmarks/gpu_wheels.py --pack      # .gpu-wheels/{site.tar.xz,llama.cpp.tar.xz,model.part-a,-b}
 #   there: bash benchmarks/gpu_lease.sh base           # carry site.tar.xz, llama.cpp.tar.xz, model.part-a
 #          bash benchmarks/gpu_lease.sh real           # carry model.part-b (same warm machine: part a waits in $STASH)
+#          bash benchmarks/gpu_lease.sh nb00           # after real, same machine: notebook 00 at full size on the GPU path
 #
 # base: every GPU check except the notebooks on the real model (Unsloth, 4-bit, fp16, TRL on CUDA, export, the
 #       notebooks on the tiny lab); real: the notebooks on the real model through the GPU path (the wheel
-#       joined from its two parts). SELECT replaces either stage's pytest -k expression (a subset). Each
+#       joined from its two parts); nb00: notebook 00 at full size (no smoke) on the real model through the GPU
+#       path (its own profile: the T4 profile's hub model cannot be fetched there), as one script, timed, into
+#       $OUT/nb00_gpu.log. SELECT replaces either test stage's pytest -k expression (a subset). Each
 #       writes $OUT/gpu_check_<stage>.json (tests/gpu/conftest.py's report) and its log. sdpo_kit is
 #       installed editable (its metadata: notebook 00 prints its version); the warm starts are made once
 #       before pytest-xdist's workers start (WORKERS, default 8).
@@ -42,6 +45,15 @@ case $stage in
     real) select="real-model"
           [ -n "${SDPO_KIT_SMOLLM2_WHEEL:-}" ] || { echo "no model wheel: carry model.part-a and -b"; exit 1; }
           python3 -c "from sdpo_kit.lab.real_model import smollm2_dir; print(smollm2_dir())" || exit 1 ;;
+    nb00) [ -n "${SDPO_KIT_SMOLLM2_WHEEL:-}" ] || { echo "no model wheel: carry model.part-a and -b"; exit 1; }
+          cd notebooks && SDPO_KIT_MODEL=smollm2-135m SDPO_KIT_PROFILE=smollm2-135m SDPO_KIT_SOLUTIONS=1 \
+              timeout -s INT "${BUDGET:-270}" python3 -c "
+import sys, time; sys.path.insert(0, '../tests/gpu')
+from pathlib import Path
+from gpu_checks import notebook_script
+t0 = time.perf_counter(); exec(compile(notebook_script(Path('00_first_run.ipynb')), '00_first_run', 'exec'))
+print(f'notebook 00, full size, GPU path: {time.perf_counter() - t0:.1f} s')" 2>&1 | tee "$out/nb00_gpu.log"
+          exit ${PIPESTATUS[0]} ;;
     *)    echo "unknown stage $stage"; exit 2 ;;
 esac
 SDPO_KIT_GPU_REPORT="$out/gpu_check_$stage.json" timeout -s INT "${BUDGET:-270}" \

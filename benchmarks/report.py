@@ -47,7 +47,7 @@ from report_code import (
     sdpo_head_start,
     sdpo_head_start_fields,
 )
-from report_course import first_run, first_run_fields
+from report_course import first_run, first_run_fields, gpu_status_fields, lab_heldout_fields
 from report_demo import demo_plateau, demo_plateau_fields
 from report_docs import DOC_FIELDS
 from report_format import discovery_table, fmt, md_table, provenance
@@ -250,6 +250,7 @@ BLOCKS = {
     "speed": ("speed", speed),
     "demo": ("demo", demo),
     "first_run": ("first_run", first_run),
+    "own_task": ("own_task", first_run),
     "demo-constant-lr": ("demo_constant_lr", demo_variant),
     "demo-copy-warm-start": ("demo_copy_warm_start", demo_variant),
     "demo-top-k50": ("demo_top_k50", demo_variant),
@@ -285,7 +286,8 @@ BLOCKS = {
     "notebooks-smoke-real": ("notebooks_smoke_real", notebooks),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
-MAKERS = {"first_run": "bench_first_run.py", "export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "sdpo_lab_signal": "bench_sdpo_lab_signal.py", "sdpo_lab_signal_1000": "bench_sdpo_lab_signal.py --dial max --steps 1000 --out sdpo_lab_signal_1000.json", "sdpo_lab_discovery": "bench_sdpo_lab.py --no-runs --discovery --out sdpo_lab_discovery.json", "sdpo_lab_ablations": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_loss_third sdpo_sequence sdpo_topk sdpo_full_logits sdpo_paper sdpo_frozen sdpo_live sdpo_feedback_only_without_solution --lr sdpo=1e-05 sdpo_loss_third=1e-05 sdpo_sequence=1e-05 sdpo_topk=1e-05 sdpo_full_logits=1e-05 sdpo_paper=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 sdpo_feedback_only_without_solution=1e-05 --out sdpo_lab_ablations.json --jobs 2", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
+MAKERS = {"first_run": "bench_first_run.py",
+          "own_task": "bench_first_run.py --config examples/own_task/config.yaml --name own_task", "export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "sdpo_lab_signal": "bench_sdpo_lab_signal.py", "sdpo_lab_signal_1000": "bench_sdpo_lab_signal.py --dial max --steps 1000 --out sdpo_lab_signal_1000.json", "sdpo_lab_discovery": "bench_sdpo_lab.py --no-runs --discovery --out sdpo_lab_discovery.json", "sdpo_lab_ablations": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_loss_third sdpo_sequence sdpo_topk sdpo_full_logits sdpo_paper sdpo_frozen sdpo_live sdpo_feedback_only_without_solution --lr sdpo=1e-05 sdpo_loss_third=1e-05 sdpo_sequence=1e-05 sdpo_topk=1e-05 sdpo_full_logits=1e-05 sdpo_paper=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 sdpo_feedback_only_without_solution=1e-05 --out sdpo_lab_ablations.json --jobs 2", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
           "notebooks_full": "bench_notebooks.py --full", "notebooks_smoke_cold": "bench_notebooks.py --cold", "lab": "bench_lab.py", "code_lab": "bench_code_lab.py --jobs 2",
           "code_lab_starving": "bench_code_lab.py --variant starving --jobs 2",
           "code_lab_discovery": "bench_code_lab.py --dial 1000 --no-runs --discovery --tts-lr-grid 1e-4 3e-4 1e-3 3e-3 "
@@ -368,6 +370,7 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "real_tasks": ("real_tasks", real_tasks_fields), "real_speed": ("real_speed", real_speed_fields),
           "real_sdpo": ("real_sdpo", real_sdpo_fields),
           "demo_plateau": ("demo_plateau", demo_plateau_fields), "first_run": ("first_run", first_run_fields),
+          "own_task": ("own_task", first_run_fields),
           "sdpo_head_start": ("sdpo_head_start", sdpo_head_start_fields), "code_lab": ("code_lab", code_lab_fields),
           "code_lab_starving": ("code_lab_starving", code_lab_fields),
           "code_lab_discovery": ("code_lab_discovery", code_lab_discovery_fields),
@@ -378,7 +381,7 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
 
 
 # fields and blocks from the repository's own files, not from a results file
-REPO_FIELDS = {"pins": pins_fields}
+REPO_FIELDS = {"pins": pins_fields, "gpu": gpu_status_fields, "lab": lab_heldout_fields}
 REPO_BLOCKS = {"install-pip": install_pip}
 
 

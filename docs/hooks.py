@@ -44,7 +44,7 @@ MODULE_ORDER = ["core.logprobs", "core.sampling", "core.scratch", "core.checkpoi
                 "ppo.loss", "ppo.value_head", "ppo.config", "ppo.trainer",
                 "deploy.run_model", "deploy.export", "deploy.gguf", "deploy.gguf_convert", "deploy.verl", "deploy.verl_config",
                 "registry", "cli"]
-HIDDEN = ("solutions",)  # the exercises' reference answers stay off the site
+HIDDEN: tuple[str, ...] = ()  # package folders kept off the reference (the exercises' answers live in notebooks/solutions)
 
 
 def notebooks() -> list[Path]:

@@ -26,10 +26,12 @@ the dtype it trains in and why, free memory and a peak-memory estimate), and it 
 starts from the same starting policy (a reference model is a copy of it), loads the
 checkpoint, and logs steps N+1.. as the run that was not interrupted would have.
 
+``sdpo-kit eval RUN_DIR_OR_MODEL --config CFG`` prints held-out accuracy with the config's task, answer rule and
+completion budget (``deploy/evaluate.py``): a base model, a run and its export, measured alike.
 ``sdpo-kit export RUN_DIR`` writes a LoRA adapter, a merged model or GGUF (``deploy/export.py``);
 ``sdpo-kit export-verl CONFIG --out DIR`` the same run for verl (``deploy/verl.py``).
 
-Left out on purpose: an evaluation-only sub-command (``Task.evaluate`` does it in a line).
+Left out on purpose: sampled (pass@k) evaluation; ``sdpo.multi_turn`` counts best-of-N.
 """
 
 from __future__ import annotations
@@ -136,6 +138,7 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, d
     from sdpo_kit.core.config import ConfigError, dump_config
     from sdpo_kit.core.plotting import LivePlot, panels_for
     from sdpo_kit.core.utils import seed_everything
+    from sdpo_kit.lab.dataset_task import check_dataset_run
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
@@ -156,6 +159,10 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, d
     print(f"preflight: {preflight_for(cfg)}", flush=True)
 
     task = make_task(**cfg.task)
+    try:
+        check_dataset_run(task, cfg.algorithm, getattr(tc, "prompts_per_step", 1))   # before a model loads
+    except ValueError as e:
+        raise ConfigError(f"task: {e}") from None
     train_rows, heldout = task.splits()
     model, tokenizer = load_policy(
         cfg.model.name, lora=cfg.model.lora, load_in_4bit=cfg.model.load_in_4bit,
@@ -244,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--report-to", metavar="NAME[,NAME]", help=REPORT_TO_HELP)
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                     help="override any config key, e.g. --set trainer.eval_every=10 (repeatable)")
+    ev = sub.add_parser("eval", help="held-out accuracy of a run, an export or a model on a config's task")
+    ev.add_argument("target", help="a run directory (sdpo-kit train's output_dir), an export folder, or a model name")
+    ev.add_argument("--config", required=True, help="the YAML config whose task, answer rule and completion budget to use")
+    ev.add_argument("--set", action="append", metavar="KEY=VALUE", default=[], help="override any config key")
     ex = sub.add_parser("export", help="export a trained run: LoRA adapter or merged model (sdpo_kit.deploy.export)")
     ex.add_argument("run_dir", help="a directory `sdpo-kit train` wrote (config.yaml + model/)")
     ex.add_argument("--format", default="lora", help="lora | merged | merged_4bit | gguf")
@@ -304,11 +315,29 @@ def export_main(args) -> int:
     return 0
 
 
+def eval_main(args) -> int:
+    from sdpo_kit.core.config import ConfigError
+    from sdpo_kit.deploy.evaluate import evaluate
+    from sdpo_kit.deploy.run_model import ExportError
+    from sdpo_kit.registry import load_config
+
+    try:
+        cfg = load_config(args.config, parse_set(args.set))
+        _set_threads(cfg.threads, cfg.model.name)
+        print(evaluate(args.target, cfg).line())
+    except (ConfigError, ExportError, ValueError) as e:
+        print(f"sdpo-kit eval: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv=None) -> int:
     from sdpo_kit.core.config import ConfigError
     from sdpo_kit.registry import load_config
 
     args = build_parser().parse_args(argv)
+    if args.command == "eval":
+        return eval_main(args)
     if args.command == "export":
         return export_main(args)
     if args.command == "export-verl":

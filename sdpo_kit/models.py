@@ -28,7 +28,6 @@ Exports (LoRA, merged, GGUF) live in ``sdpo_kit.deploy``. Left out on purpose: m
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -144,20 +143,6 @@ def _load_unsloth(name, *, max_seq_length, load_in_4bit, dtype, lora, trust_remo
     return model, tokenizer
 
 
-@contextlib.contextmanager
-def quiet_progress_bars():
-    """transformers' progress bars ("Loading weights") off inside, as they were after."""
-    from transformers.utils import logging as hf_logging
-
-    was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_on:
-            hf_logging.enable_progress_bar()
-
-
 def _load_transformers(name, *, load_in_4bit, dtype, trust_remote_code, local_only):
     """Plain transformers: safetensors weights only, remote code off unless asked."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -175,6 +160,8 @@ def _load_transformers(name, *, load_in_4bit, dtype, trust_remote_code, local_on
                                                    bnb_4bit_compute_dtype=dtype),
             device_map={"": 0},
         )
+    from sdpo_kit.core.utils import quiet_progress_bars
+
     with quiet_progress_bars():   # a bar per load is noise in a notebook's output
         model = AutoModelForCausalLM.from_pretrained(name, **model_kwargs)
     if torch.cuda.is_available() and not load_in_4bit:

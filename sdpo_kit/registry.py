@@ -102,9 +102,28 @@ def config_from_dict(data: dict | None, overrides: dict | None = None) -> Config
     return cfg
 
 
+def with_base_dir(data: dict, base_dir) -> dict:
+    """``data`` with the config's folder given to what names files relative to it: a ``dataset`` task's
+    paths and answer rule, a ``python`` reward's function (unless they set ``base_dir`` themselves)."""
+    data = dict(data)
+    task = data.get("task")
+    if isinstance(task, dict) and task.get("name") == "dataset" and "base_dir" not in task:
+        data["task"] = {**task, "base_dir": str(base_dir)}
+    rewards = data.get("reward")
+    if isinstance(rewards, (list, dict)):
+        entries = rewards if isinstance(rewards, list) else [rewards]
+        entries = [{**r, "base_dir": str(base_dir)} if isinstance(r, dict) and r.get("type") == "python"
+                   and "base_dir" not in r else r for r in entries]
+        data["reward"] = entries if isinstance(rewards, list) else entries[0]
+    return data
+
+
 def load_config(path, overrides: dict | None = None) -> Config:
-    """Read a YAML run config (``yaml.safe_load``) into a checked ``Config``."""
-    data = read_config_file(path)
+    """Read a YAML run config (``yaml.safe_load``) into a checked ``Config``; files a dataset task or a python
+    reward names are looked for next to the config first (``with_base_dir``)."""
+    from pathlib import Path
+
+    data = with_base_dir(read_config_file(path), Path(path).resolve().parent)
     try:
         return config_from_dict(data, overrides)
     except ConfigError as e:

@@ -24,21 +24,18 @@ def code_cells(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_config_cell(path):
     """The config cell after the install cell: ``P = setup("NN")`` (the profiles live in
-    ``sdpo_kit/course/profiles/nbNN.py``), with the line that shows how to choose the model; a notebook
-    not moved to ``course.setup`` yet keeps its old table and the checks it had."""
+    ``sdpo_kit/course/profiles/nbNN.py``, one per model, each with its smoke sizes), with the line that shows
+    how to choose the model."""
     config = code_cells(path)[1]
     number = path.name[:2]
-    if "setup(" in config:
-        assert f'P = setup("{number}")' in config and "SDPO_KIT_MODEL" in config
-        assert len(config.splitlines()) <= 8, "the config cell shows the choice in a few lines"
-        table = course_profiles(number)
-        assert {TINY_LAB, REAL_CPU_MODEL, T4_MODEL} <= set(table), f"nb{number}: a profile per model"
-        return
-    assert "not SMOKE" not in config and "print(preflight(MODEL_NAME" in config
-    assert "MODEL_NAME = choose_model()" in config
-    assert any(f"{name} = pick_profile(PROFILES, MODEL_NAME, SMOKE)" in config for name in ("P", "PROFILE"))
-    for key in ('"tiny-lab": dict(', "REAL_CPU_MODEL: dict(", "T4_MODEL: dict("):
-        assert key in config, key
+    assert f'P = setup("{number}")' in config and "SDPO_KIT_MODEL" in config
+    assert len(config.splitlines()) <= 8, "the config cell shows the choice in a few lines"
+    table = course_profiles(number)
+    assert {TINY_LAB, REAL_CPU_MODEL, T4_MODEL} <= set(table), f"nb{number}: a profile per model"
+    for model, cuda in ((TINY_LAB, False), (REAL_CPU_MODEL, False), (T4_MODEL, True)):
+        for smoke in ("0", "1"):
+            P = setup(number, env={"SDPO_KIT_MODEL": model, "SDPO_KIT_SMOKE": smoke}, cuda=cuda, verbose=False)
+            assert P.model == model and P.smoke == (smoke == "1")
 
 
 def test_setup_picks_model_profile_and_sizes(capsys):

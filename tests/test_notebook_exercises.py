@@ -14,8 +14,6 @@ own, after the notebook's import lines only, and
 * the check cell uses one of those names, inside ``exercise(...)``;
 * ``notebooks/solutions/nbNN.py`` defines each of them, as a different object.
 
-Notebooks not moved to this layout yet hand their answers to ``sdpo_kit.solutions.solution(...)`` instead;
-those keep the checks they had.
 """
 
 from __future__ import annotations
@@ -60,16 +58,6 @@ def import_lines(nb) -> str:
             continue
         lines += [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     return "\n".join(dict.fromkeys(lines))
-
-
-def solution_names(source: str) -> list[str]:
-    """Names a cell assigns from ``solution(...)``."""
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and getattr(node.value.func, "id", None) == "solution"):
-            out += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return out
 
 
 def names_used_outside_try(source: str) -> set[str]:
@@ -124,29 +112,4 @@ def test_exercise_checks_fail_on_their_stubs(path, monkeypatch):
     pairs = exercise_pairs(nb)
     assert len(pairs) >= 2, f"{path.name}: every notebook closes with exercises (tagged exercise / exercise-check)"
     header = import_lines(nb)
-    if any(nb.cells[s].get("metadata", {}).get("nbmake") for s, _ in pairs):
-        check_new_layout(path, nb, pairs, header)
-        return
-    for stub, check in pairs:
-        where = f"{path.name} cell {stub}"
-        names = solution_names(nb.cells[stub].source)
-        assert names, f"{where}: an exercise hands its answer to solution(...)"
-        used = names_used_outside_try(nb.cells[check].source)
-        assert used & set(names), f"{path.name} cell {check}: the check uses none of {names}"
-
-        monkeypatch.setenv("SDPO_KIT_SOLUTIONS", "0")
-        ns: dict = {}
-        exec(compile(header + "\n" + nb.cells[stub].source, where, "exec"), ns)
-        for name in set(names) & used:
-            value = ns[name]
-            if callable(value):
-                with pytest.raises(NotImplementedError):
-                    call_stub(value)
-            else:
-                assert value is None, f"{where}: the stub value {name} should be None, got {value!r}"
-
-        monkeypatch.setenv("SDPO_KIT_SOLUTIONS", "1")
-        ref: dict = {}
-        exec(compile(header + "\n" + nb.cells[stub].source, where, "exec"), ref)
-        for name in names:
-            assert ref[name] is not ns[name] and ref[name] is not None, f"{where}: no reference answer for {name}"
+    check_new_layout(path, nb, pairs, header)

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# while the notebooks move to course.setup, the ones moved (this gate goes when all nine are)
-NOTEBOOKS = [p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) if 'setup(\\"' in p.read_text()]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 MAX_WORDS, MAX_LINES = 2500, 40
 HISTORY = re.compile(r"\b(issue|stop) #?\d+|#\d{2,}\b|\bearlier versions?\b|\bStale\b|Reference figures", re.I)
 
@@ -70,8 +69,6 @@ def test_outputs_are_cleared(path):
 
 
 def test_the_vapor_notebook_says_it_may_be_skipped():
-    path = next((p for p in NOTEBOOKS if p.name.startswith("04_")), None)
-    if path is None:
-        pytest.skip("notebook 04 is not moved yet")
+    path = next(p for p in NOTEBOOKS if p.name.startswith("04_"))
     top = "".join(cells(path)[0]["source"]).lower()
     assert "case study" in top and "skip" in top

@@ -65,6 +65,18 @@ def test_beside_a_gpu_the_cpu_preset_moves_there_on_a_trl_that_cannot_train_on_a
     with pytest.warns(UserWarning, match="cannot train on a CPU.*trains on the GPU instead, in fp32"):
         moved = cpu_args_on_gpu(cpu)
     assert moved == {**cpu, "use_cpu": False} and not moved["fp16"] and not moved["bf16"]
-    assert cpu_args_on_gpu(resolve_preset("t4")) == resolve_preset("t4")    # not asked for the CPU
+    assert cpu_args_on_gpu(resolve_preset("t4", (7, 5))) == resolve_preset("t4", (7, 5))    # not asked for the CPU
     monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", type("StandIn", (), {}))
     assert cpu_args_on_gpu(cpu) == cpu                        # a TRL that runs on a CPU: stays there
+
+
+def test_the_gpu_presets_train_in_the_16_bits_the_device_has():
+    """A T4 (7.5) trains in fp16; from 8.0 (an A100, an H200) in bf16, the dtype load_policy and Unsloth load
+    the model in there (Unsloth refuses fp16 training of a bf16 model); the cpu preset in fp32 everywhere."""
+    from sdpo_kit.core.trl_base import resolve_preset
+
+    assert {k: resolve_preset("t4", (7, 5))[k] for k in ("fp16", "bf16")} == {"fp16": True, "bf16": False}
+    for cc in ((8, 0), (9, 0)):
+        assert {k: resolve_preset(p, cc)[k] for p in ("t4", "t4_vllm") for k in ("fp16", "bf16")} == \
+            {"fp16": False, "bf16": True}
+    assert not resolve_preset("cpu", (9, 0))["fp16"] and not resolve_preset("cpu", (9, 0))["bf16"]

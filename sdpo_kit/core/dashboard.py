@@ -65,7 +65,8 @@ def _short(value, width: int) -> str:
 
 def table_columns(rows: Sequence[Mapping]) -> list[str]:
     """The table's columns, in reading order: prompt, completion, rewards, feedback, teacher."""
-    keys = list(dict.fromkeys(k for r in rows for k in r if k != "step"))
+    keys = list(dict.fromkeys(k for r in rows for k in r if k != "step"
+                              and any(x.get(k) not in (None, "") for x in rows)))   # no column that is always empty
     first = [k for k in ("prompt", "completion", "reward") if k in keys]
     rewards = [k for k in keys if k.startswith("reward/")]
     last = [k for k in ("feedback", "has_teacher", "teacher_prompt") if k in keys]

@@ -38,6 +38,11 @@ METRICS: dict[str, str] = {
     "stats/share_prompt": "1 when the step ran each prompt once for its G completions, else 0 (scratch)",
     "completion/mean_length": "mean completion length in tokens, eos included",
     "time/step_s": "wall seconds of the step (evaluation excluded)",
+    "time/sample_s": "seconds of the step spent sampling completions (the scratch loops)",
+    "time/score_s": "seconds of the step spent in the reward functions (the scratch loops)",
+    "time/forward_s": "seconds of the step in the log-prob forwards (the scratch loops)",
+    "time/backward_s": "seconds of the step in backward, gradient clipping and the optimizer step (the scratch loops)",
+    "time/eval_s": "seconds of held-out evaluation on the rows that have it (the scratch loops)",
     "eval/accuracy": "held-out greedy accuracy (step 0, every eval_every steps, the last step)",
     # VAPOR (vapor/loop.py, vapor/trl.py); stats/ratio_mean is then the mean h
     "vapor/preference_term": "mean P = exp(log P) over the pairs whose preference spans were found",

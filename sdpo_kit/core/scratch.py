@@ -30,6 +30,7 @@ them); a scratch trainer stays one readable file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import random
@@ -173,6 +174,7 @@ class ScratchTrainer:
         upcast_trainable(model)
         self.amp = MixedPrecision(self.precision)
         self.skipped_updates = 0  # optimizer steps the fp16 scaler skipped (an inf / NaN gradient)
+        self.phase_s: dict[str, float] = {}   # this step's seconds per part (``phase``)
         self.sampler = RowSampler(train_rows, config.prompts_per_step, config.seed)
         self.rows = self.sampler.rows
         self.optimizer, self.scheduler = make_optimizer(
@@ -226,12 +228,25 @@ class ScratchTrainer:
         """zero, backward, clip the gradient norm to ``max_grad_norm``, step, schedule, zero (in fp16 the
         loss is scaled and a step with an inf / NaN gradient skipped: ``core.precision``). Zeroing first:
         a gradient already on the model (a backward of the caller's own) must not add to this step's."""
-        self.optimizer.zero_grad(set_to_none=True)
-        self.amp.backward(loss)
-        if not self.amp.step(self.optimizer, self.model.parameters(), self.config.max_grad_norm):
-            self.skipped_updates += 1
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        with self.phase("backward"):
+            self.optimizer.zero_grad(set_to_none=True)
+            self.amp.backward(loss)
+            if not self.amp.step(self.optimizer, self.model.parameters(), self.config.max_grad_norm):
+                self.skipped_updates += 1
+            with warnings.catch_warnings():   # a skipped fp16 step still advances the schedule, on purpose
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
+                self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Time a part of the step: the row gets ``time/<name>_s`` (the seconds summed over the step), so a
+        run shows where its time goes (sample, score, forward, backward: ``GRPOLoop`` times those)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phase_s[name] = self.phase_s.get(name, 0.0) + time.perf_counter() - t0
 
     @property
     def learning_rate(self) -> float:
@@ -279,12 +294,16 @@ class ScratchTrainer:
         try:
             for step in range(start + 1, cfg.max_steps + 1):
                 self.current_step = step
+                self.phase_s = {}
                 t0 = time.perf_counter()
                 with self.amp.autocast():  # a null context in fp32
                     row = {"step": step, **self.step()}
                 row.setdefault("time/step_s", time.perf_counter() - t0)
+                row.update({f"time/{k}_s": v for k, v in self.phase_s.items()})
                 if self.eval_fn is not None and should_evaluate(step, cfg.max_steps, cfg.eval_every):
+                    t_eval = time.perf_counter()
                     row["eval/accuracy"] = self.evaluate()
+                    row["time/eval_s"] = time.perf_counter() - t_eval
                 self.completion_log.flush(step)  # before the row: a dashboard shows both at once
                 self.log(row)
                 stop = step < cfg.max_steps and self.stop_requested()

@@ -1,7 +1,8 @@
 """What every TRL-backed trainer shares: presets, base arguments, checks and the metrics callback.
 
 * ``PRESETS``: ``"cpu"`` (use_cpu, bf16 and fp16 off, no gradient checkpointing), ``"t4"``
-  (fp16, gradient checkpointing; LoRA / 4-bit / Unsloth come from ``models.load_policy``) and
+  (16 bits: fp16 on a T4, bf16 from compute capability 8.0; gradient checkpointing; LoRA / 4-bit / Unsloth
+  come from ``models.load_policy``) and
   ``"t4_vllm"`` (the T4 preset generating with vLLM colocated, 0.35 of the GPU: see
   ``core.fast_generation``, which drops it with a warning on a CPU or without vllm);
   ``resolve_preset("auto")`` picks ``"t4"`` when CUDA is there, else ``"cpu"``.
@@ -50,6 +51,7 @@ from transformers import TrainerCallback
 from sdpo_kit.core.completions import CompletionLog, trl_samples
 from sdpo_kit.core.fast_generation import VLLM_ARGS
 from sdpo_kit.core.metrics import MetricsSink, is_train_summary, metrics_from_trl_logs, read_jsonl, write_jsonl
+from sdpo_kit.core.precision import has_bf16
 from sdpo_kit.core.sampling import neutral_generation_defaults
 from sdpo_kit.core.utils import eval_mode
 
@@ -67,13 +69,22 @@ BASE_ARGS = {
 ROWS_FILE = "sdpo_kit_metrics.jsonl"  # our rows, written into each TRL checkpoint folder
 
 
-def resolve_preset(preset: str) -> dict:
-    """The TRL arguments of a preset; ``"auto"`` is ``"t4"`` on CUDA, else ``"cpu"``."""
+def resolve_preset(preset: str, capability: tuple | None = None) -> dict:
+    """The TRL arguments of a preset; ``"auto"`` is ``"t4"`` on CUDA, else ``"cpu"``. The GPU presets train in
+    the 16 bits ``load_policy`` loads the model in: fp16 below compute capability 8.0 (a T4), bf16 from 8.0
+    (an A100, an H100: Unsloth loads a bf16 model there and refuses fp16 training of it). ``capability``:
+    stated, or read from the CUDA device when there is one."""
     if preset == "auto":
         preset = "t4" if torch.cuda.is_available() else "cpu"
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)} or 'auto'")
-    return dict(PRESETS[preset])
+    args = dict(PRESETS[preset])
+    if args.get("fp16"):
+        if capability is None and torch.cuda.is_available():
+            capability = torch.cuda.get_device_capability()
+        if has_bf16(capability):
+            args.update(fp16=False, bf16=True)
+    return args
 
 
 def _nearest_multiples(value: int, m: int) -> str:

@@ -54,3 +54,18 @@ def tolerances(model_or_dtype) -> dict:
     if dtypes <= {torch.float32, torch.float64}:
         return {"rtol": 1e-4, "atol": 1e-5}
     return {"rtol": 2e-2, "atol": 2e-2}
+
+
+@contextlib.contextmanager
+def quiet_progress_bars():
+    """transformers' progress bars ("Loading weights", "Writing model shards") off inside, as they were after:
+    a bar per load or save is noise in a notebook's output."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()

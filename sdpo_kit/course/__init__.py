@@ -8,7 +8,9 @@ Each notebook has a profile table in ``course/profiles/nbNN.py``: the settings t
 the tiny lab, the real CPU model, the T4 model), each with the smaller sizes CI runs (``"smoke"``).
 ``setup`` picks the model (``$SDPO_KIT_MODEL``, else the notebook's default for the device), the profile
 (``$SDPO_KIT_PROFILE`` names one outright), applies the smoke sizes when ``SDPO_KIT_SMOKE=1``, seeds
-``random`` and ``torch`` and prints what it chose in a few lines, so a notebook's config cell is three.
+``random`` and ``torch`` and prints what it chose in a few lines, so a notebook's config cell is three. The
+preflight reads the profile's ``group``, ``prompts``, ``max_new_tokens`` and ``teacher`` (a second model's
+logits: a teacher or a frozen reference) when it has them.
 
 ``course.checks`` holds the exercises' checks (``exercise`` and the functions that compare a learner's
 code with the library's); the reference answers live beside the notebooks, in ``notebooks/solutions``.
@@ -116,7 +118,8 @@ def setup(notebook: str, *, seed: int = 0, env=None, cuda: bool | None = None, v
     if verbose:
         print(describe({k: v for k, v in chosen.items()}))
         print("preflight:", preflight(model, completions=int(P.get("group", 8)) * int(P.get("prompts", 1)),
-                                      completion_len=int(P.get("max_new_tokens", 16))))
+                                      completion_len=int(P.get("max_new_tokens", 16)),
+                                      teacher=bool(P.get("teacher", False))))
     return P
 
 

@@ -42,7 +42,7 @@ def exercise(name: str):
             raise AssertionError(f"{name}: the reference answer was not loaded (notebooks/solutions), "
                                  f"the stub ran: {e}") from e
         print(f"{name}: not written yet ({e or 'NotImplementedError'}). Write it in the cell above and run "
-              "this cell again; the notebook goes on with the library's version.")
+              "this cell again; the notebook goes on without it.")
 
 
 def _close(a, b, atol=1e-5, rtol=1e-4) -> bool:

@@ -1,6 +1,7 @@
 """Taking a trained run elsewhere (notebook 08).
 
     run_model.py    a run's model loaded back, and two models compared on held-out prompts
+    evaluate.py     ``sdpo-kit eval``: held-out accuracy of a run, an export or a model on a config's task
     export.py       ``sdpo-kit export``: LoRA adapter, merged fp32 / fp16 / bf16, 4-bit, GGUF
     gguf.py         GGUF through llama.cpp's own converter (gguf_convert.py: the converter run as a script)
     verl.py         ``sdpo-kit export-verl``: parquet, reward module, run_verl.sh

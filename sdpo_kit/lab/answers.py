@@ -18,6 +18,9 @@ sets it):
     auto          what instruct models write: the answer a mark names (the last ``\\boxed{}``,
                   ``<answer>`` or ``####``, whichever comes last), else the last number of the text
 
+A rule may also be a function of one's own, from a completion's text to its answer string or None
+(``check_rule`` takes it; a dataset task loads it from ``answer_rule: "my_rules.py:name"``).
+
 The number-reading rules return the number canonically (``"1,000"`` -> ``"1000"``, ``"154.0"`` ->
 ``"154"``, ``"$7$"`` -> ``"7"``), so a reference written as an integer matches. ``first_line`` and
 ``answer_tag`` return the text as written, compared after ``normalise_answer`` (spaces, one trailing
@@ -39,10 +42,35 @@ MARKS = ("boxed", "answer_tag", "hashes")
 ANSWER_RULES = ("first_line", "answer_tag", "boxed", "hashes", "last_number", "first_number", "auto")
 
 
-def check_rule(rule: str) -> str:
+def check_rule(rule):
+    """``rule`` when it is one of ``ANSWER_RULES`` or a reader of one's own (a callable from a completion's
+    text to its answer string, or None: ``answer_rule: "my_rules.py:first_number"`` in a dataset task)."""
+    if callable(rule):
+        return rule
     if rule not in ANSWER_RULES:
-        raise ValueError(f"unknown answer_rule {rule!r}; choose one of {list(ANSWER_RULES)}")
+        raise ValueError(f"unknown answer_rule {rule!r}; choose one of {list(ANSWER_RULES)}, or a function of "
+                         "your own ('file.py:name' in a config)")
     return rule
+
+
+def rule_name(rule) -> str:
+    """A rule's name for messages and logs: the built-in's, or the reader function's."""
+    return getattr(rule, "__name__", repr(rule)) if callable(rule) else str(rule)
+
+
+def read_with(reader, text: str) -> str | None:
+    """A reader of one's own applied to a completion's text; what it returns as a string, or None. A reader
+    that raises, or returns something other than a string, a number or None, is an error naming it."""
+    try:
+        got = reader(text)
+    except Exception as e:
+        raise ValueError(f"answer rule {rule_name(reader)!r} raised {type(e).__name__} on {text[:80]!r}: {e}") from e
+    if got is None or isinstance(got, str):
+        return got
+    if isinstance(got, (int, float)) and not isinstance(got, bool):
+        return canonical_number(str(got))
+    raise ValueError(f"answer rule {rule_name(reader)!r} returned a {type(got).__name__} for {text[:80]!r}; "
+                     "it should return the answer as a string, or None when the text gives none")
 
 
 def rule_for(tagged: bool = False, answer_rule: str | None = None) -> str:
@@ -51,8 +79,8 @@ def rule_for(tagged: bool = False, answer_rule: str | None = None) -> str:
     return check_rule(answer_rule) if answer_rule is not None else ("answer_tag" if tagged else "first_line")
 
 
-def as_rule(rule) -> str:
-    """An answer rule's name from a name or from a bool (True: ``answer_tag``, False: ``first_line``)."""
+def as_rule(rule):
+    """An answer rule from a name, a reader of one's own, or a bool (True: ``answer_tag``, False: ``first_line``)."""
     return rule_for(tagged=rule) if isinstance(rule, bool) else check_rule(rule)
 
 
@@ -121,6 +149,8 @@ def extract_answer(text, rule: str = "first_line") -> str | None:
     on any text; ``text`` may be a string or TRL's chat-message completion."""
     text = completion_text(text)
     check_rule(rule)
+    if callable(rule):
+        return read_with(rule, text)
     if rule == "first_line":
         first = text.strip().split("\n", 1)[0].strip() if text.strip() else ""
         return first or None
@@ -154,10 +184,10 @@ def is_correct(completion, answer, rule: str = "first_line") -> bool:
     return answers_match(extract_answer(completion, rule), answer)
 
 
-def missing_answer_message(rule: str) -> str:
+def missing_answer_message(rule) -> str:
     """What a checker says of a completion that gives no answer under ``rule``."""
     return {"first_line": "Your reply is empty; write the sum as a number.",
             "answer_tag": "Your reply has no <answer>...</answer> with a number in it.",
             "boxed": "Your reply has no \\boxed{...} with a number in it.",
             "hashes": "Your reply has no #### followed by a number.",
-            }.get(rule, "Your reply has no number in it.")
+            }.get(rule, "Your reply gives no answer." if callable(rule) else "Your reply has no number in it.")

@@ -35,7 +35,7 @@ def _number(text: str | None) -> str | None:
 
 def _empty_or_not_a_number(got: str | None, rule) -> str:
     if got is None or not str(got).strip():
-        return missing_answer_message(rule if isinstance(rule, str) else rule_for(tagged=bool(rule)))
+        return missing_answer_message(rule if isinstance(rule, str) or callable(rule) else rule_for(tagged=bool(rule)))
     return f"Your answer {got!r} is not a whole number."
 
 

@@ -342,7 +342,7 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
             snaps = prefix_dir(cfg)
             done = resume_prefix(model, snaps, shared)
             if done and verbose:
-                print(f"tiny-lab warm start: {done} shared task cycle(s) loaded from {snaps}", flush=True)
+                print(f"tiny-lab warm start: {done} shared task cycle(s) loaded from the cache", flush=True)
             for k, (n, n_extra) in enumerate(plan[done:], start=done):
                 sft(model, tok, phase_rows, steps=n, batch_size=cfg.sft_batch_size, lr=lr, seed=seed + 1000 * k,
                     log_every=log, context_rows=extra_rows, context_steps=n_extra,
@@ -352,7 +352,10 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
     finally:
         torch.set_num_threads(threads)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp)  # safetensors is the default and the only format we load
+    from sdpo_kit.core.utils import quiet_progress_bars
+
+    with quiet_progress_bars():
+        model.save_pretrained(tmp)  # safetensors is the default and the only format we load
     tok.save_pretrained(tmp)
     (tmp / "lab_config.json").write_text(json.dumps(asdict(cfg), indent=2))
     try:  # atomic publish; a concurrent process may have won the race
@@ -360,7 +363,9 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     if verbose:
-        print(f"tiny-lab warm start: {time.time() - t0:.1f}s, cached at {path}", flush=True)
+        # the cache folder's name, not its path: a notebook's output shows no machine path
+        print(f"tiny-lab warm start: {time.time() - t0:.1f}s, cached as {path.name} in $SDPO_KIT_CACHE "
+              "(default ~/.cache/sdpo_kit)", flush=True)
     return warm_start(cfg, verbose=False)
 
 
@@ -372,6 +377,8 @@ def lab_config_for(cfg, task) -> dict | None:
     ``n_eval`` or another ``seed`` than the warm start's split)."""
     if cfg.model.name != "tiny-lab":
         return None
+    if cfg.task["name"] == "dataset":   # a file of one's own: the default warm start (its sums), as it is
+        return dict(cfg.model.lab)
     lab = {"task": cfg.task["name"], "digits": getattr(task, "digits", 1), "terms": getattr(task, "terms", 3),
            **cfg.model.lab}
     task_eval, task_seed = getattr(task, "n_eval", 200), getattr(task, "seed", 0)

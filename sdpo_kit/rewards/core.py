@@ -81,8 +81,15 @@ def call_reward_with_feedback(fn: RewardFunc, prompts, completions, **columns) -
     name = reward_name(fn)
     try:
         values = fn(prompts=prompts, completions=completions, **columns)
+    except TypeError as e:  # most often a signature that cannot take the batch
+        hint = ("; a reward is called as fn(prompts=..., completions=..., **columns) with every dataset column "
+                f"({', '.join(sorted(columns)) or 'none'}): give it a **kwargs") if "argument" in str(e) else ""
+        raise RewardError(f"reward function {name!r} raised TypeError: {e}{hint}") from e
     except Exception as e:  # keep the traceback, add the name
         raise RewardError(f"reward function {name!r} raised {type(e).__name__}: {e}") from e
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise RewardError(f"reward function {name!r} returned a {type(values).__name__}; it must return a list with "
+                          f"one score per completion ({len(completions)} here)")
     values = list(values)
     if len(values) != len(completions):
         raise RewardError(f"reward function {name!r} returned {len(values)} values for {len(completions)} completions")
@@ -93,6 +100,9 @@ def call_reward_with_feedback(fn: RewardFunc, prompts, completions, **columns) -
             if "score" not in v:
                 raise RewardError(f"reward function {name!r} returned a dict without 'score' for completion {i}: {v!r}")
             v, feedback = v["score"], v.get("feedback")
+        if v is not None and (isinstance(v, (str, bytes)) or not isinstance(v, (int, float)) and not hasattr(v, "__float__")):
+            raise RewardError(f"reward function {name!r} returned a {type(v).__name__} for completion {i} ({v!r}); "
+                              "each score must be a number")
         v = float("nan") if v is None else float(v)
         if not math.isfinite(v):
             raise RewardError(f"reward function {name!r} returned {v} for completion {i}: {completions[i]!r}")

@@ -47,6 +47,8 @@ def _feedback_from_config(model, tokenizer, task, answer_field="answer", tagged=
     with the arithmetic checker's feedback in the task's style and answer rule."""
     if hasattr(task, "scored"):
         return task_feedback_reward(task, answer_field)
+    if hasattr(task, "feedback_reward"):   # a dataset task: its feedback column's text, or a generic line
+        return task.feedback_reward(answer_field)
     style = getattr(task, "feedback_style", "direction") if style is None else style
     return feedback_reward(answer_field, style=style, rule=task_rule(task, tagged, rule))
 
@@ -105,6 +107,22 @@ def _environment_from_config(model, tokenizer, task, factory=None, answer_field=
     return environment_reward(make_env, answer_field)
 
 
+def _python_from_config(model, tokenizer, task, function=None, base_dir=None):
+    """A reward function of one's own: ``function: "my_rewards.py:larger"`` (a file, relative to the config's
+    folder, else the working directory) or ``"package.module:name"``, with TRL's signature
+    ``fn(prompts, completions, **columns) -> list[float]``. Loaded here, so a missing file or name fails
+    before training; what it returns is checked at every call (``core.call_reward_with_feedback``)."""
+    from sdpo_kit.core.user_code import UserCodeError, load_function
+
+    if not function:
+        raise ValueError("reward type 'python' needs function: 'my_rewards.py:name' or 'package.module:name'")
+    try:
+        fn = load_function(function, base_dir, what="reward function")
+    except UserCodeError as e:
+        raise ValueError(str(e)) from None
+    return fn
+
+
 # type -> (builder(model, tokenizer, task, **options), needs a model and tokenizer)
 REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
     "exact_match": (_exact_match_from_config, False),
@@ -128,6 +146,7 @@ REWARD_BUILDERS: dict[str, tuple[Callable, bool]] = {
     "reward_model": (_reward_model_from_config, False),
     "probe_reward_model": (_probe_reward_model_from_config, True),
     "environment": (_environment_from_config, False),
+    "python": (_python_from_config, False),
     "code": (lambda model, tokenizer, task, tests_field="tests", partial=False, test_fraction=1.0, split_seed=0,
              timeout_s=2.0, memory_mb=1024, workers=None:
              code_reward(tests_field, partial, test_fraction, split_seed, timeout_s, memory_mb, workers), False),
@@ -165,6 +184,8 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
                              features, fitted on the task's training questions (needs model, tokenizer)
         environment          factory=None (the task's ArithmeticEnvironment) | "package.module:callable",
                              answer_field="answer"; {"score", "feedback"} from Environment.step
+        python               function="my_rewards.py:name" (relative to the config's folder, else the working
+                             directory) or "package.module:name": your own, TRL's signature
         code                 tests_field="tests" (a list or a JSON string per row), partial=False (True: the
                              share of tests passed), test_fraction=1.0 (the column as it is: load_code_problems'
                              train rows hold the reward's half; 0.5 splits rows holding every test),

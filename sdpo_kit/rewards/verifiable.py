@@ -7,7 +7,7 @@ pays for exactly what evaluation counts.
 
 from __future__ import annotations
 
-from sdpo_kit.lab.answers import as_rule, completion_text, extract_answer, rule_for
+from sdpo_kit.lab.answers import as_rule, completion_text, extract_answer, rule_for, rule_name
 from sdpo_kit.lab.tasks import arithmetic_feedback, is_correct
 from sdpo_kit.rewards.core import RewardFunc
 
@@ -59,7 +59,7 @@ def answer_format_reward(rule: str = "hashes") -> RewardFunc:
     def answer_format(prompts, completions, **columns) -> list[float]:
         return [float(extract_answer(c, rule) is not None) for c in completions]
 
-    answer_format.__name__ = f"{rule}_format"
+    answer_format.__name__ = f"{rule_name(rule)}_format"
     return answer_format
 
 

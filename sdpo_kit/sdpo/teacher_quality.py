@@ -60,8 +60,9 @@ def _correct(task, completions, answers) -> list[bool]:
 def _right_token_probs(model, tokenizer, prompts, completions, rights, batch_size) -> list[list[float]]:
     """p(right token at t | prompt, completion_<t) for each row's characters (teacher forcing)."""
     probs = []
+    device = next(model.parameters()).device   # the model's device: a GPU on Colab
     for i in range(0, len(prompts), batch_size):
-        enc = encode_prompts(tokenizer, prompts[i:i + batch_size])
+        enc = encode_prompts(tokenizer, prompts[i:i + batch_size], device)
         comp = [tokenizer(c, add_special_tokens=False)["input_ids"] for c in completions[i:i + batch_size]]
         want = [tokenizer(r, add_special_tokens=False)["input_ids"] for r in rights[i:i + batch_size]]
         T = max(len(c) for c in comp)
@@ -69,7 +70,8 @@ def _right_token_probs(model, tokenizer, prompts, completions, rights, batch_siz
         mask = torch.zeros((len(comp), T), dtype=torch.long)                         # (b, T)
         for j, c in enumerate(comp):
             ids[j, :len(c)], mask[j, :len(c)] = torch.tensor(c), 1
-        p = completion_logits(model, enc["input_ids"], enc["attention_mask"], ids, mask).softmax(-1)  # (b, T, V)
+        p = completion_logits(model, enc["input_ids"], enc["attention_mask"], ids.to(device),
+                              mask.to(device)).softmax(-1)                                  # (b, T, V)
         for j, w in enumerate(want):
             probs.append([p[j, t, w[t]].item() for t in range(len(w))])
     return probs

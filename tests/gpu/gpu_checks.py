@@ -28,10 +28,13 @@ def skip_unless(module: str):
 
 
 def notebook_script(path: Path) -> str:
-    """A notebook's code cells as one script (it has no magics; ``display`` comes from IPython), and a
-    last line that prints the peak GPU memory."""
+    """A notebook's code cells as one script (it has no magics; ``display`` comes from IPython), each followed by
+    the lines nbmake runs after it (``nbmake.post_cell_execute``: an exercise's reference answer imported from
+    ``notebooks/solutions``), and a last line that prints the peak GPU memory."""
     cells = json.loads(path.read_text())["cells"]
-    code = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    code = "\n\n".join("".join(c["source"]) + "".join(
+        "\n" + line for line in c.get("metadata", {}).get("nbmake", {}).get("post_cell_execute", []))
+        for c in cells if c["cell_type"] == "code")
     return (code + "\n\nimport torch\nif torch.cuda.is_available():\n"
             f"    print('{PEAK}', torch.cuda.max_memory_allocated() / 2**20)\n")
 

@@ -1,4 +1,6 @@
-"""Reference answers to the exercises of notebooks/04_vapor.ipynb (VAPOR: spans, the objective, its gradient)."""
+"""Reference answers to the exercises of notebook 04 (VAPOR: spans, the objective, its gradient). CI loads
+them into the notebook after each exercise cell (the cell's ``nbmake.post_cell_execute`` metadata); read
+them after trying."""
 
 from __future__ import annotations
 
