@@ -101,13 +101,15 @@ def test_scratch_sdpo_steps():
 
 @skip_unless("trl")
 def test_trl_grpo_trainer_on_cuda(tmp_path):
-    """TRL's GRPOTrainer, the T4 preset (fp16 autocast, gradient checkpointing), two steps: finite loss."""
+    """TRL's GRPOTrainer, the T4 preset (16-bit autocast: fp16 on a T4, bf16 from compute capability 8.0, as
+    load_policy loads the model there; gradient checkpointing), two steps: finite loss."""
     from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 
     model, tok = lab_on_cuda(torch.float32)
     trainer = build_trl_grpo_trainer(model, tok, exact_match_reward(), ROWS, preset="t4", output_dir=tmp_path,
                                      verbose=False, **{**SMALL, "max_steps": 2})
-    assert trainer.args.fp16 and not trainer.args.use_cpu
+    bf16 = torch.cuda.get_device_capability() >= (8, 0)
+    assert (trainer.args.bf16, trainer.args.fp16) == (bf16, not bf16) and not trainer.args.use_cpu
     trainer.train()
     rows = [r for r in trainer.history if "loss" in r]
     assert len(rows) == 2 and all(math.isfinite(r["loss"]) for r in rows)
