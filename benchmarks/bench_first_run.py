@@ -14,6 +14,11 @@ proportions over ``n_eval`` questions (sqrt(p0 (1 - p0) / n + p1 (1 - p1) / n), 
 one, so "past two standard errors" is conservative), seconds per step, wall seconds. Summary: medians,
 the smallest lift and the slowest wall time. Writes ``benchmarks/results/<name>.json`` (``own_task``: the
 runnable example of a learner's own data, answer rule and reward, ``examples/own_task``, measured alike).
+
+Where the held-out answers are numbers written in their questions ("Which number is larger, 59 or 63?"), each
+trained run is also evaluated, after its clock stops, on the two halves by where the answer stands (the
+question's first number or its last): a run that learned a position instead of the task shows there
+(``by_position``). The halves' shares are what "always the first number" and "always the last" would score.
 """
 
 from __future__ import annotations
@@ -56,6 +61,40 @@ def run_seed(config: str, seed: int, threads: int, out: Path) -> dict:
             "s_per_step": median(steps), "steps": len(steps), "wall_s": wall}
 
 
+def by_position(run_dir: Path, config_path: str, threads: int) -> dict | None:
+    """Held-out accuracy of a trained run split by where the answer stands in the question: on the questions
+    whose answer is the question's first number and on those whose answer is its last. A run that learned a
+    position rather than the task scores near 1 on one half and near 0 on the other; the halves' shares are
+    what "always the first number" and "always the last number" would score. None when under 80% of the
+    held-out answers are the first or the last number of their question (sums, for example)."""
+    import torch
+
+    from sdpo_kit.deploy.evaluate import load_target
+    from sdpo_kit.lab.answers import NUMBER_RE, canonical_number
+    from sdpo_kit.lab.tasks import completion_text, make_task
+    from sdpo_kit.registry import load_config
+
+    cfg = load_config(ROOT / config_path)
+    task = make_task(**cfg.task)
+    heldout = task.splits()[1]
+    halves = {"first": [], "last": []}
+    for row in heldout:
+        numbers = [canonical_number(n) for n in NUMBER_RE.findall(completion_text(row["prompt"]))]
+        answer = canonical_number(str(row["answer"]))
+        if len(numbers) >= 2 and numbers[0] != numbers[-1] and answer in (numbers[0], numbers[-1]):
+            halves["first" if answer == numbers[0] else "last"].append(row)
+    if sum(map(len, halves.values())) < 0.8 * len(heldout) or not all(halves.values()):
+        return None
+    torch.set_num_threads(threads)
+    model, tok, _ = load_target(str(run_dir))
+    budget = cfg.trainer.max_completion_length or task.max_completion_tokens()
+    out = {}
+    for name, rows in halves.items():
+        out[f"share_{name}"] = len(rows) / len(heldout)
+        out[f"acc_{name}"] = task.evaluate(model, tok, rows, max_new_tokens=budget)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -71,6 +110,9 @@ def main():
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as out:
             r = run_seed(args.config, seed, args.threads, Path(out))
+            position = by_position(Path(out), args.config, args.threads)
+        if position:
+            r["position"] = position
         r["se_lift"] = math.sqrt(r["before"] * (1 - r["before"]) / n_eval + r["after"] * (1 - r["after"]) / n_eval)
         r["lift_over_se"] = r["lift"] / r["se_lift"] if r["se_lift"] else float("inf")
         runs.append(r)
@@ -85,6 +127,12 @@ def main():
                "min_lift_over_se": min(r["lift_over_se"] for r in runs),
                "median_wall_s": median([r["wall_s"] for r in runs]), "max_wall_s": max(r["wall_s"] for r in runs),
                "median_s_per_step": median([r["s_per_step"] for r in runs]), "n_eval": n_eval, "model_prep_s": prep_s}
+    if all("position" in r for r in runs):
+        summary["position"] = {k: median([r["position"][k] for r in runs]) for k in runs[0]["position"]}
+        p = summary["position"]
+        print(f"\nby where the answer stands: {p['share_first']:.2f} of the held-out answers are the question's first "
+              f"number, {p['share_last']:.2f} its last; accuracy after training (median) {p['acc_first']:.2f} and "
+              f"{p['acc_last']:.2f}")
     print(f"\nmedian lift {summary['median_lift']:+.3f} (min {summary['min_lift']:+.3f}), median wall "
           f"{summary['median_wall_s']:.1f} s (max {summary['max_wall_s']:.1f} s)")
     write_results(args.name, config={"config": args.config, "seeds": args.seeds, "threads": args.threads},
