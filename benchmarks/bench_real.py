@@ -1,7 +1,8 @@
 """The real CPU model, measured: SmolLM2-135M-Instruct (``load_policy("smollm2-135m")``) on a CPU.
 
     python benchmarks/bench_real.py tasks [--n 100]                    -> results/real_tasks.json
-    python benchmarks/bench_real.py speed [--steps 4] [--threads 2]    -> results/real_speed.json
+    python benchmarks/bench_real.py speed [--steps 4] [--threads 2] [--runs ALGORITHM:BACKEND ...]
+                                                                       -> results/real_speed.json
     python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...]
                                                                        -> results/real_learn.json
     python benchmarks/bench_real.py sdpo [--seeds 1 2 3] [--methods M ...] [--threads 2]
@@ -20,7 +21,10 @@ wall time, sampling included). Beside them, the limit the machine's own matmul s
 fp32 matmul's GFLOP/s on the same threads, divided by the FLOPs a trained token costs (about 4 x the
 parameters with LoRA: the forward's 2 and the backward's 2 for the activations, no weight gradients
 for the frozen base; 6 x for a full fine-tune), and the tokens per second of the training pass alone
-(forward, backward and AdamW on a fixed batch, no sampling), which is what that limit bounds.
+(forward, backward and AdamW on a fixed batch, no sampling), which is what that limit bounds. Where the
+scratch loops time a step's parts (``time/sample_s``, ``score_s``, ``forward_s``, ``backward_s`` with the
+optimizer), each run records their medians, ``breakdown_s``, and the rest of the step as ``other``. ``--runs``
+measures some of the runs only (``grpo:scratch grpo:trl``: the ratio of a step to TRL's, side by side).
 
 ``learn``: GRPO as ``configs/real_grpo.yaml`` sets it, once per seed, held-out greedy accuracy before
 and after, with the evaluation's standard error (sqrt(p (1 - p) / n) at the start): the lift is real
@@ -128,6 +132,9 @@ def training_pass(threads: int, batch: int = 8, length: int = 96, repeats: int =
             "tokens_per_s": batch * length / statistics.median(times), "params": params}
 
 
+PARTS = ("time/sample_s", "time/score_s", "time/forward_s", "time/backward_s")   # a scratch step's timed parts
+
+
 def _speed_child(algorithm, backend, steps, threads, queue):
     torch.set_num_threads(threads)
     from sdpo_kit.core.sampling import encode_prompts
@@ -146,20 +153,24 @@ def _speed_child(algorithm, backend, steps, threads, queue):
     per_step = getattr(tc, "batch_size", None) or tc.prompts_per_step * tc.num_generations
     passes = getattr(tc, "num_iterations", None) or getattr(tc, "ppo_epochs", 1)
     completion = median([r["completion/mean_length"] for r in rows if "completion/mean_length" in r])
+    parts = {k[5:-2]: median([r[k] for r in rows]) for k in PARTS if all(k in r for r in rows)}
+    if parts:
+        parts["other"] = median([r["time/step_s"] - sum(r[k] for k in PARTS if k in r) for r in rows])
     queue.put({"algorithm": algorithm, "backend": backend, "times_s": [r["time/step_s"] for r in rows],
+               "breakdown_s": parts,
                "median_s": median([r["time/step_s"] for r in rows]), "sequences": per_step, "passes": passes,
                "prompt_tokens": prompt_tokens, "completion_tokens": completion,
                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
 
 
-def bench_speed(steps: int, threads: int) -> tuple[list[dict], dict]:
+def bench_speed(steps: int, threads: int, only: list[str] | None = None) -> tuple[list[dict], dict]:
     gflops = matmul_gflops(threads)
     pass_ = training_pass(threads)
     limit = {"lora": gflops * 1e9 / (4 * pass_["params"]), "full": gflops * 1e9 / (6 * pass_["params"])}
     print(f"matmul {gflops:.1f} GFLOP/s on {threads} threads: limit {limit['lora']:.0f} tokens/s with LoRA; "
           f"training pass {pass_['tokens_per_s']:.0f} tokens/s", flush=True)
     runs, ctx = [], mp.get_context("spawn")
-    for algorithm, backend in RUNS:
+    for algorithm, backend in [r for r in RUNS if not only or f"{r[0]}:{r[1]}" in only]:
         queue = ctx.Queue()
         proc = ctx.Process(target=_speed_child, args=(algorithm, backend, steps, threads, queue))
         proc.start()
@@ -168,10 +179,17 @@ def bench_speed(steps: int, threads: int) -> tuple[list[dict], dict]:
         tokens = run["sequences"] * (run["prompt_tokens"] + run["completion_tokens"]) * run["passes"]
         run["trained_tokens_per_s"] = tokens / run["median_s"]
         runs.append(run)
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in run["breakdown_s"].items())
         print(f"{algorithm}/{backend}: {run['median_s']:.1f} s/step, {run['trained_tokens_per_s']:.0f} trained "
-              f"tokens/s, peak {run['peak_rss_mb']:.0f} MB", flush=True)
-    return runs, {"matmul_gflops": gflops, "limit_tokens_per_s": limit, "training_pass": pass_,
-                  "training_pass_over_limit": pass_["tokens_per_s"] / limit["lora"]}
+              f"tokens/s ({run['trained_tokens_per_s'] / limit['lora']:.2f} of the limit), peak "
+              f"{run['peak_rss_mb']:.0f} MB" + (f"; seconds: {parts}" if parts else ""), flush=True)
+    summary = {"matmul_gflops": gflops, "limit_tokens_per_s": limit, "training_pass": pass_,
+               "training_pass_over_limit": pass_["tokens_per_s"] / limit["lora"]}
+    by = {(r["algorithm"], r["backend"]): r for r in runs}
+    if ("grpo", "scratch") in by and ("grpo", "trl") in by:
+        summary["grpo_scratch_over_trl"] = by["grpo", "scratch"]["median_s"] / by["grpo", "trl"]["median_s"]
+        summary["grpo_scratch_over_limit"] = by["grpo", "scratch"]["trained_tokens_per_s"] / limit["lora"]
+    return runs, summary
 
 
 # --- learn --------------------------------------------------------------------------------
@@ -279,6 +297,8 @@ def main():
     ap.add_argument("--samples", type=int, default=4, help="tasks: samples per problem at the configs' temperature")
     ap.add_argument("--steps", type=int, default=4, help="speed: steps per run (the first is dropped)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", nargs="+", default=None, choices=[f"{a}:{b}" for a, b in RUNS],
+                    help="speed: ALGORITHM:BACKEND runs to measure (default: all)")
     # seed 0 ran the probe that picked configs/real_grpo.yaml's learning rate: the reported seeds are others
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--resume", action="store_true",
@@ -297,11 +317,12 @@ def main():
                                             "threads": args.threads}, runs=runs,
                       summary={"default_greedy": next(r["greedy"] for r in done if r["setting"] == "default")})
     elif args.what == "speed":
-        runs, summary = bench_speed(args.steps, args.threads)
+        runs, summary = bench_speed(args.steps, args.threads, args.runs)
         print("\n" + table(["algorithm", "backend", "s/step", "trained tokens/s", "peak MB"],
                            [[r["algorithm"], r["backend"], r["median_s"], r["trained_tokens_per_s"], r["peak_rss_mb"]]
                             for r in runs]))
-        write_results("real_speed", config={"steps": args.steps, "threads": args.threads, "configs": CONFIGS},
+        write_results("real_speed", config={"steps": args.steps, "threads": args.threads, "configs": CONFIGS,
+                                            "runs": args.runs or [f"{a}:{b}" for a, b in RUNS]},
                       runs=runs, summary=summary)
     elif args.what == "sdpo":
         prior, teacher, seeds = resumed(args) if args.resume else ([], None, args.seeds)

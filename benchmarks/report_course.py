@@ -21,7 +21,20 @@ def first_run(res: dict) -> str:
         f"median wall time **{s['median_wall_s']:.0f} s** (slowest {s['max_wall_s']:.0f} s), one `sdpo-kit train` "
         f"process per seed on {res['config']['threads']} threads: imports, model load, both evaluations and saving "
         "included; the model's one-off unpacking from its wheel is not. SE: the standard error of the difference "
-        "of two proportions.", "", provenance(res)])
+        "of two proportions.", *position_note(s), "", provenance(res)])
+
+
+def position_note(summary: dict) -> list[str]:
+    """The sentence on a run that might have learned a position instead of the task (``bench_first_run.by_position``):
+    accuracy after training on the questions whose answer is their first number and on those whose answer is
+    their last. Empty when the results have no such split (sums)."""
+    p = summary.get("position")
+    if not p:
+        return []
+    return ["", f"Split by where the answer stands in the question (median over seeds): {p['share_first']:.2f} of "
+            f"the held-out answers are the question's first number and {p['share_last']:.2f} its last, so always "
+            f"naming one position would score {p['share_first']:.2f} or {p['share_last']:.2f}; after training the "
+            f"runs answer {p['acc_first']:.2f} of the first kind and {p['acc_last']:.2f} of the second right."]
 
 
 def first_run_fields(res: dict) -> dict:
@@ -31,7 +44,8 @@ def first_run_fields(res: dict) -> dict:
             "after_low": f"{afters[0]:.2f}", "after_high": f"{afters[-1]:.2f}", "lift": f"{s['median_lift']:+.2f}",
             "min_lift": f"{s['min_lift']:+.2f}", "wall_s": f"{s['median_wall_s']:.0f}",
             "wall_min": f"{-(-s['max_wall_s'] // 60):.0f}", "s_per_step": f"{s['median_s_per_step']:.1f}",
-            "n_eval": str(s["n_eval"]), "seeds": str(len(runs))}
+            "n_eval": str(s["n_eval"]), "seeds": str(len(runs)),
+            **{k: f"{v:.2f}" for k, v in s.get("position", {}).items()}}
 
 
 GPU_RESULTS = ROOT / "benchmarks" / "results" / "gpu"
