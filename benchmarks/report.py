@@ -426,8 +426,7 @@ def render_text(text: str) -> str:
 
 
 def targets() -> list[Path]:
-    return [ROOT / "README.md", ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "cli.md", ROOT / "docs" / "install.md",
-            *sorted((ROOT / "docs" / "concepts").glob("*.md")),
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "concepts").glob("*.md")),
             *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 
