@@ -187,9 +187,9 @@ def teacher_part(dial: int, variant: str = "top") -> dict:
     from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict
-    from sdpo_kit.sdpo.reprompt import reprompt
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
     from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
+    from sdpo_kit.text.reprompt import reprompt
 
     t0 = time.perf_counter()
     cfg = config_from_dict(method_config("sdpo_feedback", dial, variant))

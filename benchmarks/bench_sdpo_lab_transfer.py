@@ -11,7 +11,7 @@ at ``--dial`` solves them in under 10% of 32 plain samples; the first ``--rows``
 
     plain rate     the share of K plain samples that succeed (the warm start)
     reprompt rate  the share that succeed among K samples from feedback reprompts: one plain batch of B
-                   attempts, each failed one's feedback put in the teacher prompt (``sdpo.reprompt``, the
+                   attempts, each failed one's feedback put in the teacher prompt (``text.reprompt``, the
                    lab's templates), K / (failed attempts) samples from each: what multi-turn draws from
     by round       multi-turn reprompting's own chain (``chain_rates``), not stopped at a success: the share
                    of right attempts in each of ``--rounds`` rounds of B, over ``--chains`` chains
@@ -73,7 +73,7 @@ def chain_rates(model, tok, task, row, reward, *, rounds: int, batch_size: int, 
     prompt, round r + 1 from the reprompt with the feedback on one of round r's failed attempts (the first;
     with an exact-match score every failure is as good as any), the prompt kept when none failed. The share of
     right attempts in each round, mean over ``chains`` independent chains."""
-    from sdpo_kit.sdpo.reprompt import reprompt
+    from sdpo_kit.text.reprompt import reprompt
 
     hits = [0.0] * rounds
     for _ in range(chains):

@@ -35,11 +35,12 @@ NOTEBOOK_RE = re.compile(r"^\d\d_.+\.ipynb$")
 # reading order of the reference, room by room in notebook order; modules not named here follow alphabetically
 MODULE_ORDER = ["core.logprobs", "core.sampling", "core.scratch", "core.checkpoint", "core.trl_base", "core.metrics",
                 "core.plotting", "core.config", "core.utils",
+                "text.answers", "text.reprompt",
                 "lab.model", "lab.tasks", "lab.feedback", "lab.skill", "lab.environments", "models",
                 "grpo.loss", "grpo.loop", "grpo.trl",
                 "rewards.core", "rewards.verifiable", "rewards.model_scored", "rewards.learned", "rewards.registry",
                 "vapor.loss", "vapor.spans", "vapor.parts", "vapor.loop", "vapor.trl",
-                "sdpo.loss", "sdpo.reprompt", "sdpo.teacher", "sdpo.teacher_quality", "sdpo.loop", "sdpo.trl", "sdpo.multi_turn",
+                "sdpo.loss", "sdpo.teacher", "sdpo.teacher_quality", "sdpo.loop", "sdpo.trl", "sdpo.multi_turn",
                 "sdpo.test_time_training",
                 "ppo.loss", "ppo.value_head", "ppo.config", "ppo.trainer",
                 "deploy.run_model", "deploy.export", "deploy.gguf", "deploy.gguf_convert", "deploy.verl", "deploy.verl_config",

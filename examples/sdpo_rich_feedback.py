@@ -56,7 +56,7 @@ def show_feedback_example(task, trainer_cfg, seed: int = 0) -> dict:
     """Print a held-out prompt, a wrong attempt (a near miss), the feedback the ``feedback`` reward
     returns for it and the teacher prompt SDPO builds from it; return the four texts."""
     from sdpo_kit.rewards import make_reward
-    from sdpo_kit.sdpo.reprompt import reprompt
+    from sdpo_kit.text.reprompt import reprompt
 
     row = task.splits()[1][0]
     attempt = task.near_miss(row["answer"], random.Random(seed))

@@ -222,7 +222,7 @@ def test_the_teacher_prompt_of_a_near_miss(task):
     import random
 
     from sdpo_kit.rewards import make_reward
-    from sdpo_kit.sdpo.reprompt import reprompt
+    from sdpo_kit.text.reprompt import reprompt
 
     row = task.splits()[1][0]
     answer = row["answer"]

@@ -13,7 +13,6 @@ import pytest
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 from sdpo_kit.course.profiles.nb03 import PROFILES
 from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
-from sdpo_kit.lab.answers import extract_answer, is_correct
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import completion_text
 from sdpo_kit.rewards import (
@@ -24,6 +23,7 @@ from sdpo_kit.rewards import (
     make_reward,
     tag_format_reward,
 )
+from sdpo_kit.text.answers import extract_answer, is_correct
 
 # (completion, right under first_line, under auto, under first_number), the answer 9 (notebook 03, section 1)
 RULE_TABLE = [

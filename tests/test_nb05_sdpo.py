@@ -157,8 +157,8 @@ def test_teacher_qualitys_token_win_is_the_naive_count(tmp_path, monkeypatch):
     from sdpo_kit.core.sampling import generate_completions
     from sdpo_kit.lab.model import LabConfig, warm_start
     from sdpo_kit.lab.tasks import make_task
-    from sdpo_kit.sdpo.reprompt import reprompt
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.text.reprompt import reprompt
 
     cfg = LabConfig(task="long_addition", digits=2, terms=2, n_eval=40, sft_steps=300, copy_fraction=0.0,
                     max_position_embeddings=256, hidden_size=32, intermediate_size=64, sft_batch_size=16,

@@ -66,8 +66,8 @@ def load_target(target: str, config=None):
 
 def evaluate(target: str, config) -> Evaluation:
     """Held-out greedy accuracy of ``target`` on ``config``'s task, with its rule and completion budget."""
-    from sdpo_kit.lab.answers import rule_name
     from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.text.answers import rule_name
 
     task = make_task(**config.task)
     _, heldout = task.splits()

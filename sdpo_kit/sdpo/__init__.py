@@ -1,7 +1,7 @@
 """SDPO: self-distillation from the policy shown more context (notebooks 05 and 06).
 
     loss.py       ``sdpo_loss`` (= trl.experimental.sdpo), ``generalized_jsd`` (pure math)
-    reprompt.py   the teacher's prompts: a sibling's success and / or feedback (= TRL's builder)
+    reprompt.py   a temporary alias of ``sdpo_kit.text.reprompt`` (the teacher's prompts), until notebook 05 moves
     teacher.py    the live / base / EMA teacher, held in the reference slot
     loop.py       SDPO from scratch (SDPOFields, SDPOLoopConfig, SDPOLoop)
     trl.py        SDPO on TRL (SDPOConfig(trl.GRPOConfig), SDPOTrainer(trl.GRPOTrainer))

@@ -46,7 +46,8 @@ from sdpo_kit.core.sampling import completion_logits, encode_prompts
 from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
 from sdpo_kit.grpo.loss import LOSS_TYPES, group_advantages, grpo_loss
 from sdpo_kit.sdpo.loss import SDPO_MODES, sdpo_loss
-from sdpo_kit.sdpo.reprompt import (
+from sdpo_kit.sdpo.teacher import TEACHER_KINDS, Teacher
+from sdpo_kit.text.reprompt import (
     FEEDBACK_TEMPLATE,
     REPROMPT_TEMPLATE,
     SOLUTION_TEMPLATE,
@@ -55,7 +56,6 @@ from sdpo_kit.sdpo.reprompt import (
     render_teacher_prompts,
     select_teachers,
 )
-from sdpo_kit.sdpo.teacher import TEACHER_KINDS, Teacher
 
 DISTILLATION_LOSS_TYPE = "dapo"  # the only loss_type pure distillation accepts: the default, which it ignores
 COVERAGE_WARN_STEPS = 10  # steps in a row without any teacher before saying so (TRL's diagnostics interval)

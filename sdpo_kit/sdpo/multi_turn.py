@@ -29,7 +29,7 @@ import torch
 from sdpo_kit.core.sampling import generate_completions, sample
 from sdpo_kit.lab.tasks import completion_text
 from sdpo_kit.rewards import call_reward_with_feedback
-from sdpo_kit.sdpo.reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE, reprompt
+from sdpo_kit.text.reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE, reprompt
 
 
 @dataclass

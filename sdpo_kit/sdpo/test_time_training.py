@@ -47,8 +47,8 @@ from sdpo_kit.core.logprobs import token_logprobs
 from sdpo_kit.core.sampling import completion_logits, encode_prompts, sample
 from sdpo_kit.sdpo.loss import sdpo_loss
 from sdpo_kit.sdpo.multi_turn import first_success, multi_turn_reprompting, score_completions
-from sdpo_kit.sdpo.reprompt import reprompt
 from sdpo_kit.sdpo.teacher import TEACHER_KINDS, Teacher
+from sdpo_kit.text.reprompt import reprompt
 
 TEMPLATE_KEYS = ("reprompt_template", "solution_template", "feedback_template")
 METHODS = ("best_of_k", "multi_turn", "test_time_sdpo")

@@ -27,7 +27,7 @@ RUNS = [("real_grpo", "scratch", GROUPED), ("real_grpo", "trl", GROUPED), ("real
 
 
 def final_answer(text: str) -> str | None:
-    """An oracle written apart from lab/answers.py: the number after the last '####', else the last integer."""
+    """An oracle written apart from text/answers.py: the number after the last '####', else the last integer."""
     marked = re.findall(r"####\s*(-?\d+)", text.replace(",", ""))
     numbers = re.findall(r"-?\d+", text.replace(",", ""))
     return marked[-1] if marked else numbers[-1] if numbers else None
