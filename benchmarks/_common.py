@@ -55,8 +55,8 @@ def machine_info() -> dict:
 
 # the code each benchmark measures (besides this file and its own script): a result is stale once
 # any of these changes in a later commit (staleness.py); rooms, not single files
-CORE = ["sdpo_kit/core", "sdpo_kit/lab", "sdpo_kit/models.py", "sdpo_kit/registry.py", "sdpo_kit/cli.py",
-        "sdpo_kit/rewards", "benchmarks/_common.py"]
+CORE = ["sdpo_kit/core", "sdpo_kit/text", "sdpo_kit/sandbox", "sdpo_kit/lab", "sdpo_kit/models.py",
+        "sdpo_kit/registry.py", "sdpo_kit/cli.py", "sdpo_kit/rewards", "benchmarks/_common.py"]
 MEASURES = {
     "demo": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
     "first_run": CORE + ["sdpo_kit/grpo", "configs/first_run.yaml"],
@@ -69,7 +69,7 @@ MEASURES = {
     "ppo": CORE + ["sdpo_kit/ppo", "configs/teacher_student_ppo.yaml"],
     "export": CORE + ["sdpo_kit/grpo", "sdpo_kit/deploy", "configs/demo.yaml"],
     "notebooks": CORE + ["sdpo_kit", "notebooks", "configs"],
-    "code_reward": ["sdpo_kit/rewards", "sdpo_kit/lab/code_task.py", "benchmarks/_common.py"],
+    "code_reward": ["sdpo_kit/sandbox", "sdpo_kit/rewards", "sdpo_kit/lab/code_task.py", "benchmarks/_common.py"],
     "code_lab": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_code_lab.yaml"],
     "real": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "sdpo_kit/vapor", "sdpo_kit/ppo", "configs/real_grpo.yaml",
              "configs/real_sdpo.yaml", "configs/real_vapor.yaml", "configs/real_ppo.yaml"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 
-from sdpo_kit.rewards.code_runner import code_reward
+from sdpo_kit.rewards.code import code_reward
 from sdpo_kit.rewards.core import RewardFunc
 from sdpo_kit.rewards.model_scored import (
     ANSWER_SEPARATOR,
