@@ -113,7 +113,7 @@ def fit_probe(model, tok, cfg) -> tuple[float, float]:
     of their own; the held-out accuracy says what carries over to functions never seen."""
     from sdpo_kit.core.sampling import generate_completions
     from sdpo_kit.lab.code_task import expression
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import make_task
 
     task = make_task(**cfg.task)
     train, held = task.splits()
@@ -129,9 +129,8 @@ def run(spec: tuple) -> dict:
     its accuracy on training functions before and after."""
     from sdpo_kit.cli import train
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
 
     method, dial, seed, steps, lr, variant = spec
     over = {"trainer.seed": seed, "trainer.max_steps": steps, "trainer.learning_rate": lr}
@@ -184,9 +183,8 @@ def teacher_part(dial: int, variant: str = "top") -> dict:
     with the teacher prompt built from it (the trainer's templates)."""
     from sdpo_kit.core.sampling import generate_completions
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
     from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
     from sdpo_kit.text.reprompt import reprompt
@@ -234,9 +232,8 @@ def discovery_part(dial: int, variant: str, seeds: list[int], budgets: list[int]
     """Part 3 (module docstring): discovery curves per seed on the hard held-out rows, pooled; with
     ``tts_lr_grid``, test-time SDPO's rate tuned first on hard training functions (``tune_tts_lr``)."""
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.rewards import make_reward
     from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS, discovery_curves, hard_rows
 

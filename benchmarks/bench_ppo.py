@@ -72,8 +72,8 @@ def accuracies_and_agreement(data: dict) -> dict:
     import torch
 
     from sdpo_kit.core.sampling import sample
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import make_task
     from sdpo_kit.rewards.learned import RewardModelConfig, agreement, build_reward_model, sequence_classifier_reward
 
     task = make_task(**{k: v for k, v in data["task"].items()})

@@ -131,8 +131,7 @@ def training_pass(threads: int, batch: int = 8, length: int = 96, repeats: int =
 def _speed_child(algorithm, backend, steps, threads, queue):
     torch.set_num_threads(threads)
     from sdpo_kit.core.sampling import encode_prompts
-    from sdpo_kit.lab.tasks import make_task
-    from sdpo_kit.registry import load_config
+    from sdpo_kit.registry import load_config, make_task
 
     with tempfile.TemporaryDirectory() as out:
         s = run_config(CONFIGS[algorithm], {"backend": backend, "trainer.max_steps": steps, "trainer.eval_every": 0,
@@ -202,9 +201,8 @@ SETTING = "sums to 20"   # the configs' task (word_problems, kind sum, max_opera
 
 def real_teacher(n: int) -> dict:
     """The untrained model's teacher on ``n`` held-out questions, with the SDPO config's templates."""
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import load_config
+    from sdpo_kit.registry import load_config, make_task
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
     from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
 

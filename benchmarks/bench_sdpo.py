@@ -72,9 +72,8 @@ def time_trl_sdpo(data: dict, steps: int) -> list[float]:
     from trl.experimental.sdpo import SDPOConfig, SDPOTrainer
 
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.rewards import make_reward
 
     cfg = config_from_dict(data)
@@ -144,9 +143,8 @@ def main():
     speed["trl_SDPOTrainer"] = {"median_s": median(trl_times), "times_s": trl_times}
 
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.rewards import feedback_reward
     from sdpo_kit.sdpo.multi_turn import compare_multi_turn_with_best_of_n
     from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS, discovery_curves, hard_rows

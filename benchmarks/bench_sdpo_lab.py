@@ -190,9 +190,8 @@ def warm_start_for(dial: int, lab: dict | None = None):
     """The warm start (model, tokenizer), the task and the config at one dial setting (``lab``: other
     warm-start fields, as in ``lab_data``)."""
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
 
     cfg = config_from_dict(lab_data("sdpo", dial, lab))
     task = make_task(**cfg.task)

@@ -46,7 +46,7 @@ def train(data: dict, overrides: dict) -> dict:
 
 
 def heldout_margin(model, tokenizer, cfg) -> dict:
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import make_task
     from sdpo_kit.vapor.parts import preference_margin
 
     heldout = make_task(**cfg["task"]).splits()[1]

@@ -79,8 +79,7 @@ def cpu_run(args) -> dict:
     example, then ``cli.train`` (warm start, SDPO, before/after held-out accuracy). Returns its summary."""
     from sdpo_kit.cli import train
     from sdpo_kit.core.config import ConfigError
-    from sdpo_kit.lab.tasks import make_task
-    from sdpo_kit.registry import load_config
+    from sdpo_kit.registry import load_config, make_task
 
     overrides = parse_set(args.set)
     if args.steps is not None:

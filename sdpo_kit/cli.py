@@ -140,9 +140,8 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, d
     from sdpo_kit.core.utils import seed_everything
     from sdpo_kit.lab.dataset_task import check_dataset_run
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import get_trainer
+    from sdpo_kit.registry import get_trainer, make_task
     from sdpo_kit.rewards import make_reward
 
     t_start = time.perf_counter()

@@ -13,6 +13,10 @@ adding an algorithm is one ``register`` call there.
 
 ``load_config`` / ``config_from_dict`` read a YAML run config and check its ``trainer:`` section
 against the registered trainer's dataclass (``core.config`` does the parsing and knows no trainer).
+
+``make_task(**spec)`` builds a config's task. The lab registers its own tasks; an algorithm's tasks
+register from its package (VAPOR's ``vapor_word_problems``, ``sdpo_kit.vapor.tasks``), which this module
+imports, so every task name is known here: the CLI, the training API and deploy/ build tasks with it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdpo_kit.core.config import Config, ConfigError, parse_config, read_config_file
+from sdpo_kit.lab.tasks import TASKS, Task
+from sdpo_kit.lab.tasks import make_task as make_lab_task
+from sdpo_kit.vapor import tasks as vapor_tasks  # noqa: F401 (registers "vapor_word_problems" in TASKS)
 
 
 def _resolve(target):
@@ -89,11 +96,15 @@ def trainer_config_class(algorithm: str, backend: str) -> type:
     return get_trainer(algorithm, backend).config_class
 
 
+def make_task(**spec) -> Task:
+    """The task a config's ``task:`` section names (``{"name": "vapor_word_problems", "n_eval": 30}``), any
+    registered task included: ``lab.tasks.make_task`` with every algorithm's tasks registered."""
+    return make_lab_task(**spec)
+
+
 def config_from_dict(data: dict | None, overrides: dict | None = None) -> Config:
     """Build and check a ``Config`` from a dict; ``overrides`` maps dotted keys to values
     (``{"trainer.max_steps": 3, "backend": "trl"}``)."""
-    from sdpo_kit.lab.tasks import TASKS, make_task
-
     cfg = parse_config(data, overrides, trainer_config=trainer_config_class, tasks=TASKS)
     try:
         make_task(**cfg.task)   # the task's own checks (an unknown answer_rule, ...), before any model loads

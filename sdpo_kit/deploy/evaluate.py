@@ -54,7 +54,7 @@ def load_target(target: str, config=None):
     lab = None
     if target == "tiny-lab" and config is not None:   # the warm start follows the config's task, as in training
         from sdpo_kit.lab.model import lab_config_for
-        from sdpo_kit.lab.tasks import make_task
+        from sdpo_kit.registry import make_task
 
         lab = lab_config_for(config, make_task(**config.task))
     try:
@@ -66,7 +66,7 @@ def load_target(target: str, config=None):
 
 def evaluate(target: str, config) -> Evaluation:
     """Held-out greedy accuracy of ``target`` on ``config``'s task, with its rule and completion budget."""
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import make_task
     from sdpo_kit.text.answers import rule_name
 
     task = make_task(**config.task)

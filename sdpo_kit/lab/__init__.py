@@ -17,4 +17,3 @@
 """
 
 from sdpo_kit.lab import code_task, dataset_task, word_problems  # noqa: F401 (register "lab_code", "dataset", "word_problems" in tasks.TASKS)
-from sdpo_kit.vapor import tasks as vapor_tasks  # noqa: F401 (registers "vapor_word_problems")

@@ -341,7 +341,12 @@ TASKS["tagged"] = TASKS["tagged_arithmetic"]  # short alias
 
 
 def make_task(name: str = "arithmetic", **kwargs) -> Task:
-    """Task factory used by configs: a name from ``TASKS`` and its keyword arguments."""
+    """Task factory: a name from ``TASKS`` and its keyword arguments. ``TASKS`` holds the lab's tasks
+    once ``sdpo_kit.lab`` is imported; an algorithm's own tasks register from its package (VAPOR's
+    ``vapor_word_problems`` from ``sdpo_kit.vapor.tasks``), so callers above the algorithms use
+    ``sdpo_kit.registry.make_task``, which knows them all."""
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)} (some tasks register from their "
+                         "algorithm's package, e.g. vapor_word_problems from sdpo_kit.vapor.tasks; "
+                         "sdpo_kit.registry.make_task knows them all)")
     return TASKS[name](**kwargs)

@@ -5,5 +5,8 @@
     parts.py  the pieces both backends share: preference batches, span masks, span log-probs
     loop.py   VAPOR from scratch (VAPORFields, VAPORLoopConfig, VAPORLoop)
     trl.py    VAPOR on TRL (VAPORConfig(trl.GRPOConfig), VAPORTrainer(trl.GRPOTrainer))
-    tasks.py  VAPOR's data for a real instruct model: tagged word problems with a chosen / rejected pair
+    tasks.py  VAPOR's data for a real instruct model: tagged word problems with a chosen / rejected pair,
+              registered as ``vapor_word_problems`` in ``lab.tasks.TASKS`` when this package is imported
 """
+
+from sdpo_kit.vapor import tasks  # noqa: F401 (registers "vapor_word_problems"; the lab does not import vapor/)
