@@ -56,7 +56,8 @@ def machine_info() -> dict:
 # the code each benchmark measures (besides this file and its own script): a result is stale once
 # any of these changes in a later commit (staleness.py); rooms, not single files
 CORE = ["sdpo_kit/core", "sdpo_kit/text", "sdpo_kit/sandbox", "sdpo_kit/lab", "sdpo_kit/models.py",
-        "sdpo_kit/registry.py", "sdpo_kit/cli.py", "sdpo_kit/rewards", "benchmarks/_common.py"]
+        "sdpo_kit/registry.py", "sdpo_kit/training.py", "sdpo_kit/cli.py", "sdpo_kit/rewards",
+        "benchmarks/_common.py"]
 MEASURES = {
     "demo": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
     "first_run": CORE + ["sdpo_kit/grpo", "configs/first_run.yaml"],
@@ -236,8 +237,8 @@ def write_results(name: str, *, config: dict, runs: list, summary: dict, out: st
 
 def run_config(path: str, overrides: dict) -> dict:
     """Train ``path`` with dotted-key ``overrides`` in this process; the CLI's summary dict."""
-    from sdpo_kit.cli import train
     from sdpo_kit.registry import load_config
+    from sdpo_kit.training import train
 
     cfg = load_config(ROOT / path, overrides)
     return train(cfg, config_path=path)

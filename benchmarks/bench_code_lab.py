@@ -127,10 +127,10 @@ def fit_probe(model, tok, cfg) -> tuple[float, float]:
 def run(spec: tuple) -> dict:
     """One training run ``(method, dial, seed, steps, lr, variant)``; its held-out accuracy by step and
     its accuracy on training functions before and after."""
-    from sdpo_kit.cli import train
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict, make_task
+    from sdpo_kit.training import train
 
     method, dial, seed, steps, lr, variant = spec
     over = {"trainer.seed": seed, "trainer.max_steps": steps, "trainer.learning_rate": lr}

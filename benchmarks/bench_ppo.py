@@ -33,8 +33,8 @@ VARIANTS = {"ppo": {"trainer.kd_coef": 0.0}, "kd": {"trainer.ppo_coef": 0.0}, "t
 
 
 def train(data: dict, overrides: dict) -> dict:
-    from sdpo_kit.cli import train as run
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train as run
 
     return run(config_from_dict(data, overrides), config_path="configs/teacher_student_ppo.yaml")
 

@@ -59,8 +59,8 @@ def as_grpo(data: dict) -> dict:
 
 
 def train(data: dict, overrides: dict) -> dict:
-    from sdpo_kit.cli import train as run
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train as run
 
     return run(config_from_dict(data, overrides), config_path="configs/sdpo.yaml")
 

@@ -117,11 +117,11 @@ def lab_data(method: str, dial: int, lab: dict | None = None) -> dict:
 
 def train_run(method: str, dial: int, seed: int, steps: int, lr: float,
               config_path: str = "benchmarks/bench_sdpo_lab.py", lab: dict | None = None) -> tuple[dict, float]:
-    """``sdpo_kit.cli.train`` on ``lab_data(method, dial, lab)`` with ``seed``, ``steps`` and ``lr``, in
+    """``sdpo_kit.training.train`` on ``lab_data(method, dial, lab)`` with ``seed``, ``steps`` and ``lr``, in
     a temporary output folder (``config_path`` names the caller in the run's log line). Returns the
     summary (the trained model included) and the run's wall time in seconds."""
-    from sdpo_kit.cli import train
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train
 
     data = lab_data(method, dial, lab)
     with tempfile.TemporaryDirectory() as out:

@@ -39,8 +39,8 @@ CONFIG = "configs/vapor.yaml"
 
 
 def train(data: dict, overrides: dict) -> dict:
-    from sdpo_kit.cli import train as run
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train as run
 
     return run(config_from_dict(data, overrides), config_path=CONFIG)
 

@@ -44,7 +44,7 @@ MODULE_ORDER = ["core.logprobs", "core.sampling", "core.scratch", "core.checkpoi
                 "sdpo.test_time_training",
                 "ppo.loss", "ppo.value_head", "ppo.config", "ppo.trainer",
                 "deploy.run_model", "deploy.export", "deploy.gguf", "deploy.gguf_convert", "deploy.verl", "deploy.verl_config",
-                "registry", "cli"]
+                "registry", "training", "cli"]
 HIDDEN: tuple[str, ...] = ()  # package folders kept off the reference (the exercises' answers live in notebooks/solutions)
 
 

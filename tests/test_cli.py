@@ -8,6 +8,7 @@ import pytest
 from sdpo_kit import cli
 from sdpo_kit.core.config import ConfigError
 from sdpo_kit.registry import config_from_dict, load_config
+from sdpo_kit.training import train
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 REQUIRED = {"step", "reward/mean", "reward/std", "loss"}
@@ -157,7 +158,7 @@ def test_default_config_scores_with_the_policy_itself(tmp_path, monkeypatch):
     monkeypatch.setattr(rewards, "make_reward", spy)
     cfg = load_config(CONFIGS / "default.yaml", {"trainer.max_steps": 2, "trainer.prompts_per_step": 2,
                                                   "task.n_eval": 10, "output_dir": str(tmp_path)})
-    summary = cli.train(cfg)
+    summary = train(cfg)
     assert seen["funcs"][0].scorer_model is summary["model"]
     steps = [r for r in summary["history"] if r["step"] > 0]
     assert len(steps) == 2 and all(r["reward/inverse_loss"] <= 0.0 for r in steps)
@@ -166,8 +167,6 @@ def test_default_config_scores_with_the_policy_itself(tmp_path, monkeypatch):
 def test_a_second_run_into_the_same_output_dir_replaces_the_model_folder(tmp_path):
     """A run that trains LoRA, then one that trains in full, into the same output_dir: model/ holds the
     full model only (a stale adapter beside it would be loaded back instead of the model)."""
-    from sdpo_kit.cli import train
-
     base = {"task": {"name": "arithmetic", "n_eval": 10}, "output_dir": str(tmp_path),
             "trainer": {"max_steps": 1, "prompts_per_step": 2, "num_generations": 2, "max_completion_length": 4,
                         "eval_every": 0}}

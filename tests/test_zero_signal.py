@@ -80,8 +80,8 @@ def test_trl_backend_warns_the_same_way(tmp_path, caplog):
 def test_cli_evaluates_with_the_runs_completion_budget(monkeypatch, tmp_path):
     """``sdpo-kit train`` evaluates held-out accuracy within trainer.max_completion_length, not the
     task's own (character-sized) default."""
-    from sdpo_kit import cli
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train
 
     seen = []
     original = ArithmeticTask.evaluate
@@ -95,7 +95,7 @@ def test_cli_evaluates_with_the_runs_completion_budget(monkeypatch, tmp_path):
                             "trainer": {"max_steps": 1, "prompts_per_step": 2, "num_generations": 2,
                                         "max_completion_length": 6, "eval_every": 0},
                             "output_dir": str(tmp_path)})
-    cli.train(cfg)
+    train(cfg)
     assert seen and set(seen) == {6}
 
 

@@ -69,6 +69,20 @@ class Config:
         return _plain(out)
 
 
+# every trainer config's default completion budget (GRPOSettings and so VAPOR's and SDPO's, TeacherStudentPPOConfig)
+DEFAULT_COMPLETION_LENGTH = 8
+
+
+def completion_budget(trainer) -> int:
+    """The run's completion budget: ``trainer.max_completion_length`` (tokens; characters on the tiny lab).
+
+    The one place a run's budget is read outside its trainer: held-out evaluation during training and the
+    preflight's memory estimate (``sdpo_kit.training``) and ``sdpo-kit eval`` (``deploy/evaluate.py``) use the
+    number the trainer samples with. Every registered trainer's config declares the field, with the default
+    ``DEFAULT_COMPLETION_LENGTH``; a trainer section without it (not one the registry builds) gets that default."""
+    return getattr(trainer, "max_completion_length", DEFAULT_COMPLETION_LENGTH)
+
+
 def _plain(x):
     """Tuples as lists, recursively (YAML's safe dumper writes lists, not tuples)."""
     if isinstance(x, dict):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from sdpo_kit.core.completions import reward_columns
+from sdpo_kit.core.config import DEFAULT_COMPLETION_LENGTH
 from sdpo_kit.core.sampling import SharePromptUnsupported, completion_logprobs, sample, shared_prompt_logprobs
 from sdpo_kit.core.scratch import RunConfig, ScratchTrainer
 from sdpo_kit.core.utils import eval_mode
@@ -51,7 +52,7 @@ class GRPOSettings(RunConfig):
     temperature: float = 1.0
     top_k: int = 0                    # 0: no top-k; with top-k / top-p the samples leave the loss's pi (as in TRL)
     top_p: float = 1.0
-    max_completion_length: int = 8
+    max_completion_length: int = DEFAULT_COMPLETION_LENGTH
     epsilon: float = 0.2
     epsilon_high: float | None = None
     beta: float = 0.0                 # k3 KL weight; > 0 keeps a frozen reference copy

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sdpo_kit.cli import train
 from sdpo_kit.registry import load_config
+from sdpo_kit.training import train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SMOKE = {"trainer.max_steps": 2, "trainer.eval_every": 0, "task.n_eval": 4, "trainer.log_completions_every": 1,
