@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sdpo_kit.core.logprobs import token_logprobs
+from sdpo_kit.core.logprobs import tempered, token_logprobs
 from sdpo_kit.core.sampling import completion_logits, encode_prompts
 from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
 from sdpo_kit.grpo.loss import LOSS_TYPES, group_advantages, grpo_loss
@@ -207,7 +207,7 @@ class SDPOLoop(GRPOLoop):
             for i in range(0, B, size):
                 out.append(completion_logits(teacher, teacher_ids[i:i + size], teacher_mask[i:i + size],
                                              completion_ids[i:i + size], completion_mask[i:i + size]))
-        return torch.cat(out) / self.config.temperature                           # (B, T, V)
+        return tempered(torch.cat(out), self.config.temperature)                  # (B, T, V)
 
     def objective(self, ro, teacher_ids, teacher_mask, mask, advantages=None, old_logp=None):
         """One pass's loss on a rollout: (loss, GRPO term or None, sdpo stats, old_logp).
@@ -215,8 +215,8 @@ class SDPOLoop(GRPOLoop):
         ``mask`` (B, T): completion mask x self-distillation mask; ``advantages`` (B,) only when
         ``distillation_weight < 1``; ``old_logp`` None on the first pass (it is this forward)."""
         cfg = self.config
-        student = completion_logits(self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
-                                    ro.completion_mask) / cfg.temperature              # (B, T, V)
+        student = tempered(completion_logits(self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
+                                             ro.completion_mask), cfg.temperature)     # (B, T, V)
         teacher = self.teacher_logits(teacher_ids, teacher_mask, ro.completion_ids, ro.completion_mask)  # (B, T, V)
         logp = token_logprobs(student, ro.completion_ids)                              # (B, T)
         old_logp = logp.detach() if old_logp is None else old_logp                      # (B, T)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from sdpo_kit.core.logprobs import token_logprobs
+from sdpo_kit.core.logprobs import tempered, token_logprobs
 from sdpo_kit.core.sampling import completion_logits, encode_prompts, sample
 from sdpo_kit.sdpo.loss import sdpo_loss
 from sdpo_kit.sdpo.multi_turn import first_success, multi_turn_reprompting, score_completions
@@ -128,11 +128,11 @@ def sdpo_step(student, optimizer, teacher_net, tokenizer, prompt, teacher_prompt
     t_enc = encode_prompts(tokenizer, teacher_prompts, device)                              # (B, P')
     mask = ro.completion_mask * row_mask.to(device)[:, None]                                # (B, T)
     with torch.no_grad():
-        t = completion_logits(teacher_net, t_enc["input_ids"], t_enc["attention_mask"], ro.completion_ids,
-                              ro.completion_mask) / temperature                             # (B, T, V)
+        t = tempered(completion_logits(teacher_net, t_enc["input_ids"], t_enc["attention_mask"], ro.completion_ids,
+                                       ro.completion_mask), temperature)                    # (B, T, V)
     with torch.enable_grad():
-        s = completion_logits(student, s_enc["input_ids"], s_enc["attention_mask"], ro.completion_ids,
-                              ro.completion_mask) / temperature                             # (B, T, V)
+        s = tempered(completion_logits(student, s_enc["input_ids"], s_enc["attention_mask"], ro.completion_ids,
+                                       ro.completion_mask), temperature)                    # (B, T, V)
         loss, _ = sdpo_loss(s, t.to(s.dtype), ro.completion_ids, mask.to(s.dtype), mode="sampled_token",
                             old_logp=old_logp, is_clip=is_clip)
         optimizer.zero_grad(set_to_none=True)

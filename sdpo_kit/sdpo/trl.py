@@ -35,7 +35,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from sdpo_kit.core.logprobs import token_logprobs
+from sdpo_kit.core.logprobs import tempered, token_logprobs
 from sdpo_kit.grpo.loss import grpo_loss
 from sdpo_kit.grpo.trl import TRLGRPOConfig, build_from_config
 from sdpo_kit.sdpo.loop import SDPOFields
@@ -64,9 +64,9 @@ class _TeacherEMA(TrainerCallback):
 
 
 def forward_logits(model, input_ids, attention_mask, T: int, temperature: float) -> torch.Tensor:
-    """Logits predicting the last T tokens, divided by the temperature, (B, T, V) (TRL's SDPO forward)."""
+    """Logits predicting the last T tokens at the temperature (``core.logprobs.tempered``), (B, T, V) (TRL's SDPO forward)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, logits_to_keep=T + 1).logits
-    return logits[:, :-1][:, -T:] / temperature                                  # (B, T, V)
+    return tempered(logits[:, :-1][:, -T:], temperature)                        # (B, T, V)
 
 
 class SDPOTrainer(GRPOTrainer):
