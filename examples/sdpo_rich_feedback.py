@@ -101,7 +101,7 @@ def gpu_training_args(output_dir: str, steps: int = GPU_STEPS, overrides: dict |
     the tests' feedback in the teacher prompt, 2 prompts x 4 completions of up to 512 tokens a step
     in micro-batches of 2 (sized for a T4's 15 GB with LoRA; ``gpu_run`` prints the estimate).
     ``overrides``: ``trainer.<field>`` keys from ``--set``."""
-    from sdpo_kit.sdpo.trl import TRLSDPOConfig
+    from sdpo_kit.sdpo.config import TRLSDPOConfig
 
     knobs = dict(max_steps=steps, prompts_per_step=2, num_generations=4, max_completion_length=512,
                  learning_rate=5e-5, temperature=1.0, eval_every=0, log_completions_every=1, seed=0,

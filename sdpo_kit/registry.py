@@ -7,8 +7,10 @@ against it, key by key) and how to build and run it:
           reward_weights) -> trainer
     run(trainer, resume_from_checkpoint) -> list of metric rows
 
-Entries are ``"module:attribute"`` strings, imported on first use, so looking up the scratch
-trainer never imports TRL. The registrations at the bottom of this file are the whole list:
+Entries are ``"module:attribute"`` strings, imported on first use. Each config class lives in its
+algorithm's ``config.py``, which imports no TRL, so checking a config never imports TRL, on either
+backend; the TRL trainers' modules are imported when the trainer is built, after the model is loaded
+(and Unsloth, on a GPU, has patched TRL). The registrations at the bottom of this file are the whole list:
 adding an algorithm is one ``register`` call there.
 
 ``load_config`` / ``config_from_dict`` read a YAML run config and check its ``trainer:`` section
@@ -142,16 +144,16 @@ def load_config(path, overrides: dict | None = None) -> Config:
 
 
 # the whole list: (algorithm, backend) -> the trainer's config class, its builder and its runner
-register("grpo", "scratch", config="sdpo_kit.grpo.loop:GRPOConfig", build="sdpo_kit.grpo.loop:GRPOLoop")
-register("grpo", "trl", config="sdpo_kit.grpo.trl:TRLGRPOConfig",
+register("grpo", "scratch", config="sdpo_kit.grpo.config:GRPOLoopConfig", build="sdpo_kit.grpo.loop:GRPOLoop")
+register("grpo", "trl", config="sdpo_kit.grpo.config:TRLGRPOConfig",
          build="sdpo_kit.grpo.trl:build_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("vapor", "scratch", config="sdpo_kit.vapor.loop:VAPORLoopConfig",
+register("vapor", "scratch", config="sdpo_kit.vapor.config:VAPORLoopConfig",
          build="sdpo_kit.vapor.loop:VAPORLoop")
-register("vapor", "trl", config="sdpo_kit.vapor.trl:TRLVAPORConfig",
+register("vapor", "trl", config="sdpo_kit.vapor.config:TRLVAPORConfig",
          build="sdpo_kit.vapor.trl:build_vapor_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("sdpo", "scratch", config="sdpo_kit.sdpo.loop:SDPOLoopConfig",
+register("sdpo", "scratch", config="sdpo_kit.sdpo.config:SDPOLoopConfig",
          build="sdpo_kit.sdpo.loop:SDPOLoop")
-register("sdpo", "trl", config="sdpo_kit.sdpo.trl:TRLSDPOConfig",
+register("sdpo", "trl", config="sdpo_kit.sdpo.config:TRLSDPOConfig",
          build="sdpo_kit.sdpo.trl:build_sdpo_from_config", run="sdpo_kit.core.trl_base:train_trl")
 register("ppo", "scratch", config="sdpo_kit.ppo.config:TeacherStudentPPOConfig",
          build="sdpo_kit.ppo.trainer:build_ppo_from_config")

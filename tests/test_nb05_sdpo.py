@@ -22,7 +22,7 @@ from sdpo_kit.course.profiles.nb05 import PROFILES
 from sdpo_kit.lab.skill import TEMPLATES
 from sdpo_kit.losses import sdpo_loss, token_logprobs
 from sdpo_kit.registry import load_config
-from sdpo_kit.sdpo.loop import SDPOLoopConfig
+from sdpo_kit.sdpo.config import SDPOLoopConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB_YAML = ROOT / "configs" / "sdpo_lab.yaml"

@@ -6,7 +6,7 @@
     task:       name (a key of ``lab.tasks.TASKS``) and that task's options (digits, terms, n_eval, ...)
     reward:     one dict or a list of dicts, each with ``type`` (options go to ``rewards.make_reward``)
     trainer:    the fields of the registered trainer's own config dataclass, e.g.
-                ``grpo.loop.GRPOConfig`` (scratch) or ``grpo.trl.TRLGRPOConfig`` (trl)
+                ``grpo.config.GRPOLoopConfig`` (scratch) or ``grpo.config.TRLGRPOConfig`` (trl)
     output_dir: where metrics.jsonl, checkpoints, the model and the plot go
     threads:    torch CPU threads (0: 1 for the tiny lab, else up to 4)
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import torch
 
@@ -53,26 +52,13 @@ from sdpo_kit.core.trl_base import (
     resolve_preset,
     split_callbacks,
 )
-from sdpo_kit.grpo.loop import GRPOSettings
+from sdpo_kit.grpo.config import TRLGRPOConfig  # noqa: F401 (re-exported: the registry and older imports)
 from sdpo_kit.rewards import check_columns, checked
 
 # config keys TRL does not know
 OURS_ONLY = ("prompts_per_step", "eval_every", "mixed_precision", "log_completions_every", "zero_signal_fraction",
              "zero_signal_steps")
 DEFAULT_ARGS = {"per_device_train_batch_size": 64, "num_generations": 8}
-
-
-@dataclass
-class TRLGRPOConfig(GRPOSettings):
-    """The TRL backend's config: GRPO's knobs (same names and defaults as the scratch loop),
-    the preset, and ``trl_args`` for any other ``trl.GRPOConfig`` field."""
-
-    preset: str = "auto"              # cpu | t4 | t4_vllm | auto (t4 when CUDA is there)
-    trl_args: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        super().__post_init__()
-        resolve_preset(self.preset)  # raises on an unknown preset
 
 
 def _trl_fields(args_class=None) -> set[str]:

@@ -2,8 +2,9 @@
 
     loss.py       ``sdpo_loss`` (= trl.experimental.sdpo), ``generalized_jsd`` (pure math)
     reprompt.py   a temporary alias of ``sdpo_kit.text.reprompt`` (the teacher's prompts), until notebook 05 moves
-    teacher.py    the live / base / EMA teacher, held in the reference slot
-    loop.py       SDPO from scratch (SDPOFields, SDPOLoopConfig, SDPOLoop)
+    teacher.py    the live / base / EMA teacher, held in the reference slot; teacher_prompt_batch
+    config.py     SDPOFields (SDPO's knobs, the teacher batch), SDPOLoopConfig, TRLSDPOConfig; no TRL import
+    loop.py       SDPO from scratch (SDPOLoop)
     trl.py        SDPO on TRL (SDPOConfig(trl.GRPOConfig), SDPOTrainer(trl.GRPOTrainer))
     teacher_quality.py  what the model does with the teacher's context (accuracy, per-token wins)
     multi_turn.py  multi-turn reprompting with feedback at test time (no training), best-of-N

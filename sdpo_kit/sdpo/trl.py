@@ -12,7 +12,7 @@ one is a GRPOTrainer that overrides two methods:
   advantage is used); otherwise ``(1 - w) * GRPO's clipped surrogate + w * distillation`` on the
   same student logits, as TRL's SDPO (its policy term has no KL).
 
-Field names and defaults are TRL's SDPOConfig's (``sdpo_loop.SDPOFields``); ``beta`` is forced
+Field names and defaults are TRL's SDPOConfig's (``sdpo.config.SDPOFields``); ``beta`` is forced
 to 0 with a warning and the teacher (``sdpo.teacher.Teacher``: live, base, or an EMA copy / adapter)
 sits in the reference-model slot. Reward functions may return ``{"score", "feedback"}``: the
 builder wraps them so the feedback reaches the teacher prompts.
@@ -37,20 +37,16 @@ from trl import GRPOConfig, GRPOTrainer
 
 from sdpo_kit.core.logprobs import tempered, token_logprobs
 from sdpo_kit.grpo.loss import grpo_loss
-from sdpo_kit.grpo.trl import TRLGRPOConfig, build_from_config
-from sdpo_kit.sdpo.loop import SDPOFields
+from sdpo_kit.grpo.trl import build_from_config
+from sdpo_kit.sdpo.config import SDPOFields, TRLSDPOConfig  # noqa: F401 (TRLSDPOConfig: re-exported)
 from sdpo_kit.sdpo.loss import sdpo_loss
 from sdpo_kit.sdpo.teacher import Teacher
 
 
 @dataclass
 class SDPOConfig(SDPOFields, GRPOConfig):
-    """``trl.GRPOConfig`` plus SDPO's fields (TRL's SDPOConfig names and defaults)."""
-
-
-@dataclass
-class TRLSDPOConfig(SDPOFields, TRLGRPOConfig):
-    """The YAML ``trainer:`` section for ``algorithm: sdpo``, ``backend: trl``."""
+    """``trl.GRPOConfig`` plus SDPO's fields (TRL's SDPOConfig names and defaults). Defined here, not in
+    ``sdpo/config.py``: it derives from TRL's class, looked up after Unsloth has patched it."""
 
 
 class _TeacherEMA(TrainerCallback):

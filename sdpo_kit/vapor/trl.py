@@ -36,9 +36,10 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from sdpo_kit.core.checkpoint import is_peft
-from sdpo_kit.grpo.trl import TRLGRPOConfig, build_from_config
+from sdpo_kit.grpo.trl import build_from_config
 from sdpo_kit.lab.tasks import check_preference_rows
-from sdpo_kit.vapor.loop import VAPORFields, vapor_metrics, vapor_objective
+from sdpo_kit.vapor.config import TRLVAPORConfig  # noqa: F401 (re-exported)
+from sdpo_kit.vapor.loop import vapor_metrics, vapor_objective
 from sdpo_kit.vapor.loss import preference_log_term, vapor_kl
 from sdpo_kit.vapor.parts import (
     PreferenceBatch,
@@ -51,7 +52,8 @@ from sdpo_kit.vapor.parts import (
 
 @dataclass
 class VAPORConfig(GRPOConfig):
-    """``trl.GRPOConfig`` plus VAPOR's fields (``beta`` stays TRL's KL weight)."""
+    """``trl.GRPOConfig`` plus VAPOR's fields (``beta`` stays TRL's KL weight). Defined here, not in
+    ``vapor/config.py``: it derives from TRL's class, looked up after Unsloth has patched it."""
 
     verifiable_term_split: tuple = field(default=("<answer>", "</answer>"), metadata={"help": "tags of the verifiable span"})
     preference_term_split: tuple = field(default=("<answer>", "</answer>"), metadata={"help": "tags of the preference span"})
@@ -59,11 +61,6 @@ class VAPORConfig(GRPOConfig):
     vapor_variant: str = field(default="as_specified", metadata={"help": "as_specified | additive"})
     preference_weight: float = field(default=1.0, metadata={"help": "lambda of the additive variant's DPO term"})
     scale_rewards: str = field(default="none", metadata={"help": "A = r - mean of the group (VAPOR's advantage, no std scaling)"})
-
-
-@dataclass
-class TRLVAPORConfig(VAPORFields, TRLGRPOConfig):
-    """The YAML ``trainer:`` section for ``algorithm: vapor``, ``backend: trl``."""
 
 
 def _rows_key(*tensors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
