@@ -35,7 +35,7 @@ teacher, and its update norm: what a method had to learn from.
 Part 3 (``--discovery``), at the top dial: test-time discovery on the held-out functions the warm
 start solves in under 10% of 32 plain samples (at most ``--discovery-rows``): the share of them
 solved within k attempts by best-of-k, multi-turn reprompting with the tests' feedback, and
-test-time SDPO with the feedback-reading teacher (``sdpo/test_time_training.py``; its default rate, or with
+test-time SDPO with the feedback-reading teacher (``sdpo/at_test_time.py``; its default rate, or with
 ``--tts-lr-grid`` the best on hard TRAINING functions at a third of max(k) attempts),
 batches of 8, each method given max(k) attempts, once per ``--discovery-seeds``; 95% intervals
 bootstrap the rows, and ``attempts_to_match`` is the fewest attempts at which a method's rate
@@ -185,8 +185,8 @@ def teacher_part(dial: int, variant: str = "top") -> dict:
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict, make_task
+    from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
-    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
     from sdpo_kit.text.reprompt import reprompt
 
     t0 = time.perf_counter()
@@ -213,7 +213,7 @@ def tune_tts_lr(model, tok, task, reward, rows: list[dict], grid: list[float], b
     """Test-time SDPO's learning rate from ``grid``: its discovery on ``rows`` (hard TRAINING functions, never the
     held-out ones it is reported on; seed 100) at the largest budget within a third of max(budgets), ties to the
     smaller rate. Returns {"lr", "by_lr": {lr: discovery curve}, "rows"}."""
-    from sdpo_kit.sdpo.test_time_training import discovery_curves
+    from sdpo_kit.sdpo.at_test_time import discovery_curves
 
     K3 = max([k for k in budgets if 3 * k <= max(budgets)] or [min(budgets)])
     by_lr = {}
@@ -235,7 +235,7 @@ def discovery_part(dial: int, variant: str, seeds: list[int], budgets: list[int]
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.rewards import make_reward
-    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS, discovery_curves, hard_rows
+    from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS, discovery_curves, hard_rows
 
     cfg = config_from_dict(method_config("sdpo_feedback", dial, variant))
     task = make_task(**cfg.task)

@@ -203,8 +203,8 @@ def real_teacher(n: int) -> dict:
     """The untrained model's teacher on ``n`` held-out questions, with the SDPO config's templates."""
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import load_config, make_task
+    from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
-    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
 
     cfg = load_config(SDPO_METHODS["sdpo"][0], {})
     task = make_task(**cfg.task)

@@ -41,7 +41,7 @@ MODULE_ORDER = ["core.logprobs", "core.sampling", "core.scratch", "core.checkpoi
                 "rewards.core", "rewards.verifiable", "rewards.model_scored", "rewards.learned", "rewards.registry",
                 "vapor.loss", "vapor.spans", "vapor.parts", "vapor.loop", "vapor.trl",
                 "sdpo.loss", "sdpo.teacher", "sdpo.teacher_quality", "sdpo.loop", "sdpo.trl", "sdpo.multi_turn",
-                "sdpo.test_time_training",
+                "sdpo.at_test_time",
                 "ppo.loss", "ppo.value_head", "ppo.config", "ppo.trainer",
                 "deploy.run_model", "deploy.export", "deploy.gguf", "deploy.gguf_convert", "deploy.verl", "deploy.verl_config",
                 "registry", "training", "cli"]

@@ -8,5 +8,7 @@
     trl.py        SDPO on TRL (SDPOConfig(trl.GRPOConfig), SDPOTrainer(trl.GRPOTrainer))
     teacher_quality.py  what the model does with the teacher's context (accuracy, per-token wins)
     multi_turn.py  multi-turn reprompting with feedback at test time (no training), best-of-N
-    test_time_training.py  test-time SDPO (trains a copy on one question), discovery curves, hard rows
+    at_test_time.py  test-time SDPO (trains a copy on one question), discovery curves, hard rows (named
+                  for when it runs; a ``test_*.py`` name reads as a test file to people and to pytest)
+    test_time_training.py  a temporary alias of ``at_test_time`` (notebook 06's old import path)
 """

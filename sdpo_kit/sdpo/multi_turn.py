@@ -13,7 +13,7 @@ each solves (discovery rate) and how many samples that took. ``first_success`` i
 sampling stream itself: the 1-based index of the first right one of N plain samples.
 
 This is not test-time SDPO: the paper's test-time method trains a copy of the policy on the
-question (``sdpo/test_time_training.py``); here the feedback only ever reaches the prompt.
+question (``sdpo/at_test_time.py``); here the feedback only ever reaches the prompt.
 
 Left out on purpose: carrying earlier rounds' turns in the context (each reprompt is the question
 plus the latest feedback only, as SDPO's teacher prompt is).
