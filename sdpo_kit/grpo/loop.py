@@ -12,7 +12,7 @@ and the same number of updates on both backends. The loop around ``step()`` (row
 optimizer and schedule, evaluation, metrics.jsonl, checkpoints and resume) is the shared
 scaffold, ``core.scratch.ScratchTrainer``.
 
-Metric keys it logs (one row per step, the keys ``trl_grpo`` writes too; see ``sdpo_kit.core.metrics``):
+Metric keys it logs (one row per step, the keys ``grpo/trl.py`` writes too; see ``sdpo_kit.core.metrics``):
     step, reward/mean, reward/std, reward/<func name>, loss, loss/policy, loss/kl,
     stats/clip_frac, stats/clip_frac_low, stats/clip_frac_high, stats/ratio_mean,
     stats/frac_zero_std, stats/learning_rate, stats/share_prompt, completion/mean_length,
@@ -20,7 +20,7 @@ Metric keys it logs (one row per step, the keys ``trl_grpo`` writes too; see ``s
     step included), and eval/accuracy (time/eval_s) at step 0, every ``eval_every`` steps and at the end.
 
 Left out on purpose: distributed training, gradient accumulation, vLLM; TRL's GRPOTrainer
-does those, see ``trl_grpo.py``. A PEFT / LoRA model trains its adapter only.
+does those, see ``grpo/trl.py``. A PEFT / LoRA model trains its adapter only.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class GRPOLoop(ScratchTrainer):
         return ro, rewards, per_func
 
     def sample_batch(self, rows: list[dict]):
-        """G completions per row's prompt, G rows per prompt in a row (``generation.Rollout``)."""
+        """G completions per row's prompt, G rows per prompt in a row (``core.sampling.Rollout``)."""
         cfg = self.config
         with self.phase("sample"):
             return sample(self.model, self.tokenizer, [r["prompt"] for r in rows], max_new_tokens=cfg.max_completion_length,

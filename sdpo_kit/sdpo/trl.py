@@ -178,7 +178,7 @@ def with_feedback(reward_funcs) -> tuple[list, type]:
 
 
 def build_trl_sdpo_trainer(model, tokenizer, reward_funcs, train_dataset, **kwargs):
-    """``trl_grpo.build_trl_grpo_trainer`` with ``SDPOTrainer`` / ``SDPOConfig`` (the same arguments
+    """``grpo.trl.build_trl_grpo_trainer`` with ``SDPOTrainer`` / ``SDPOConfig`` (the same arguments
     plus SDPO's fields); reward functions may return ``{"score", "feedback"}``."""
     from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 

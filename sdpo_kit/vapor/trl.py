@@ -20,7 +20,7 @@ each row carries its own pair, and log P is per row (the same for a group's G ro
 
 Import this module after Unsloth (``models.load_policy`` on a GPU imports it), so the class
 derives from Unsloth's patched GRPOTrainer; the CLI and the registry import it late.
-``build_trl_vapor_trainer`` mirrors ``trl_grpo.build_trl_grpo_trainer``.
+``build_trl_vapor_trainer`` mirrors ``grpo.trl.build_trl_grpo_trainer``.
 
 Metric keys: GRPO's (TRL-mapped) plus vapor/preference_term, vapor/log_preference,
 vapor/verifiable_ratio, vapor/span_found_frac, vapor/preference_found_frac (and loss/dpo).
@@ -163,7 +163,7 @@ class VAPORTrainer(GRPOTrainer):
 
 
 def build_trl_vapor_trainer(model, tokenizer, reward_funcs, train_dataset, **kwargs):
-    """``trl_grpo.build_trl_grpo_trainer`` with ``VAPORTrainer`` / ``VAPORConfig`` (same arguments,
+    """``grpo.trl.build_trl_grpo_trainer`` with ``VAPORTrainer`` / ``VAPORConfig`` (same arguments,
     plus VAPOR's fields: verifiable_term_split, preference_term_split, preference_beta, ...)."""
     from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 
