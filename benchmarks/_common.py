@@ -55,8 +55,9 @@ def machine_info() -> dict:
 
 # the code each benchmark measures (besides this file and its own script): a result is stale once
 # any of these changes in a later commit (staleness.py); rooms, not single files
-CORE = ["sdpo_kit/core", "sdpo_kit/lab", "sdpo_kit/models.py", "sdpo_kit/registry.py", "sdpo_kit/cli.py",
-        "sdpo_kit/rewards", "benchmarks/_common.py"]
+CORE = ["sdpo_kit/core", "sdpo_kit/text", "sdpo_kit/sandbox", "sdpo_kit/lab", "sdpo_kit/models.py",
+        "sdpo_kit/registry.py", "sdpo_kit/training.py", "sdpo_kit/cli.py", "sdpo_kit/rewards",
+        "benchmarks/_common.py"]
 MEASURES = {
     "demo": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
     "first_run": CORE + ["sdpo_kit/grpo", "configs/first_run.yaml"],
@@ -69,7 +70,7 @@ MEASURES = {
     "ppo": CORE + ["sdpo_kit/ppo", "configs/teacher_student_ppo.yaml"],
     "export": CORE + ["sdpo_kit/grpo", "sdpo_kit/deploy", "configs/demo.yaml"],
     "notebooks": CORE + ["sdpo_kit", "notebooks", "configs"],
-    "code_reward": ["sdpo_kit/rewards", "sdpo_kit/lab/code_task.py", "benchmarks/_common.py"],
+    "code_reward": ["sdpo_kit/sandbox", "sdpo_kit/rewards", "sdpo_kit/lab/code_task.py", "benchmarks/_common.py"],
     "code_lab": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_code_lab.yaml"],
     "real": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "sdpo_kit/vapor", "sdpo_kit/ppo", "configs/real_grpo.yaml",
              "configs/real_sdpo.yaml", "configs/real_vapor.yaml", "configs/real_ppo.yaml"],
@@ -236,8 +237,8 @@ def write_results(name: str, *, config: dict, runs: list, summary: dict, out: st
 
 def run_config(path: str, overrides: dict) -> dict:
     """Train ``path`` with dotted-key ``overrides`` in this process; the CLI's summary dict."""
-    from sdpo_kit.cli import train
     from sdpo_kit.registry import load_config
+    from sdpo_kit.training import train
 
     cfg = load_config(ROOT / path, overrides)
     return train(cfg, config_path=path)

@@ -35,7 +35,7 @@ teacher, and its update norm: what a method had to learn from.
 Part 3 (``--discovery``), at the top dial: test-time discovery on the held-out functions the warm
 start solves in under 10% of 32 plain samples (at most ``--discovery-rows``): the share of them
 solved within k attempts by best-of-k, multi-turn reprompting with the tests' feedback, and
-test-time SDPO with the feedback-reading teacher (``sdpo/test_time_training.py``; its default rate, or with
+test-time SDPO with the feedback-reading teacher (``sdpo/at_test_time.py``; its default rate, or with
 ``--tts-lr-grid`` the best on hard TRAINING functions at a third of max(k) attempts),
 batches of 8, each method given max(k) attempts, once per ``--discovery-seeds``; 95% intervals
 bootstrap the rows, and ``attempts_to_match`` is the fewest attempts at which a method's rate
@@ -113,7 +113,7 @@ def fit_probe(model, tok, cfg) -> tuple[float, float]:
     of their own; the held-out accuracy says what carries over to functions never seen."""
     from sdpo_kit.core.sampling import generate_completions
     from sdpo_kit.lab.code_task import expression
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import make_task
 
     task = make_task(**cfg.task)
     train, held = task.splits()
@@ -127,11 +127,10 @@ def fit_probe(model, tok, cfg) -> tuple[float, float]:
 def run(spec: tuple) -> dict:
     """One training run ``(method, dial, seed, steps, lr, variant)``; its held-out accuracy by step and
     its accuracy on training functions before and after."""
-    from sdpo_kit.cli import train
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
+    from sdpo_kit.training import train
 
     method, dial, seed, steps, lr, variant = spec
     over = {"trainer.seed": seed, "trainer.max_steps": steps, "trainer.learning_rate": lr}
@@ -184,12 +183,11 @@ def teacher_part(dial: int, variant: str = "top") -> dict:
     with the teacher prompt built from it (the trainer's templates)."""
     from sdpo_kit.core.sampling import generate_completions
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
-    from sdpo_kit.sdpo.reprompt import reprompt
+    from sdpo_kit.registry import config_from_dict, make_task
+    from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
-    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
+    from sdpo_kit.text.reprompt import reprompt
 
     t0 = time.perf_counter()
     cfg = config_from_dict(method_config("sdpo_feedback", dial, variant))
@@ -215,7 +213,7 @@ def tune_tts_lr(model, tok, task, reward, rows: list[dict], grid: list[float], b
     """Test-time SDPO's learning rate from ``grid``: its discovery on ``rows`` (hard TRAINING functions, never the
     held-out ones it is reported on; seed 100) at the largest budget within a third of max(budgets), ties to the
     smaller rate. Returns {"lr", "by_lr": {lr: discovery curve}, "rows"}."""
-    from sdpo_kit.sdpo.test_time_training import discovery_curves
+    from sdpo_kit.sdpo.at_test_time import discovery_curves
 
     K3 = max([k for k in budgets if 3 * k <= max(budgets)] or [min(budgets)])
     by_lr = {}
@@ -234,11 +232,10 @@ def discovery_part(dial: int, variant: str, seeds: list[int], budgets: list[int]
     """Part 3 (module docstring): discovery curves per seed on the hard held-out rows, pooled; with
     ``tts_lr_grid``, test-time SDPO's rate tuned first on hard training functions (``tune_tts_lr``)."""
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.rewards import make_reward
-    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS, discovery_curves, hard_rows
+    from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS, discovery_curves, hard_rows
 
     cfg = config_from_dict(method_config("sdpo_feedback", dial, variant))
     task = make_task(**cfg.task)

@@ -27,9 +27,8 @@ def heldout_by_function(variant: str) -> dict:
     """The greedy held-out answers of ``variant``'s warm start, counted per function."""
     from sdpo_kit.core.sampling import generate_completions
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
 
     dial = max(VARIANTS[variant]["dials"])
     cfg = config_from_dict(method_config("grpo", dial, variant))

@@ -12,13 +12,13 @@ and with one worker (one program at a time), ``--repeats`` times (the median is 
                its time limit plus the interpreter start, never a time limit per test
     mixed      the trivial batch with one looping program first: the delay it adds to the batch
                (mixed minus trivial wall time) against its own wall-clock limit, the time limit
-               plus ``sandbox.STARTUP_S`` for the interpreter's start (the property it checks: no
+               plus ``sandbox.process.STARTUP_S`` for the interpreter's start (the property it checks: no
                timing-out program delays the others by more than its own timeout)
 
 And one lab training step's scoring (``lab_code``, ``sdpo_kit/lab/code_task.py``): 128 completions,
 16 training functions x 8, each group drawn from five expressions (right, off by one in the slope or
 the intercept, a syntax slip, right again), six call tests each, scored three ways: one child per
-test (``run_tests_many``), one child per program (``code_batch.run_program_tests`` on the pool) and
+test (``run_tests_many``), one child per program (``sandbox.batch.run_program_tests`` on the pool) and
 one child per distinct program (``run_programs_many``, what the task does).
 
 Writes ``benchmarks/results/code_reward.json`` (``--quick``: a few programs, one repeat, printed
@@ -45,7 +45,7 @@ def batch(kind: str, programs: int, tests: int, workers: int) -> list:
 
 
 def measure(jobs: list, workers: int, timeout_s: float) -> dict:
-    from sdpo_kit.rewards.code_runner import run_tests_many
+    from sdpo_kit.sandbox.runner import run_tests_many
 
     t0 = time.perf_counter()
     results = run_tests_many(jobs, workers=workers, timeout_s=timeout_s)
@@ -75,8 +75,8 @@ def measure_lab_step(workers: int) -> dict:
     """Seconds to score one lab step's jobs three ways; the verdicts must agree."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sdpo_kit.rewards.code_batch import run_program_tests, run_programs_many
-    from sdpo_kit.rewards.code_runner import run_tests_many
+    from sdpo_kit.sandbox.batch import run_program_tests, run_programs_many
+    from sdpo_kit.sandbox.runner import run_tests_many
 
     jobs = lab_step_jobs()
     out, scores = {"jobs": len(jobs)}, {}
@@ -107,7 +107,7 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.programs, args.tests, args.repeats = 4, 2, 1
-    from sdpo_kit.rewards.sandbox import STARTUP_S, isolation_report
+    from sdpo_kit.sandbox.process import STARTUP_S, isolation_report
 
     runs = []
     for kind in ("trivial", "timeout", "mixed"):

@@ -58,9 +58,8 @@ def main():
     ap.add_argument("--samples", type=int, default=32, help="samples per held-out problem from the warm start")
     args = ap.parse_args()
 
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import load_config
+    from sdpo_kit.registry import load_config, make_task
 
     cfg = load_config(args.config)
     task = make_task(**cfg.task)

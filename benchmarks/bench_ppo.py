@@ -33,8 +33,8 @@ VARIANTS = {"ppo": {"trainer.kd_coef": 0.0}, "kd": {"trainer.ppo_coef": 0.0}, "t
 
 
 def train(data: dict, overrides: dict) -> dict:
-    from sdpo_kit.cli import train as run
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train as run
 
     return run(config_from_dict(data, overrides), config_path="configs/teacher_student_ppo.yaml")
 
@@ -72,8 +72,8 @@ def accuracies_and_agreement(data: dict) -> dict:
     import torch
 
     from sdpo_kit.core.sampling import sample
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import make_task
     from sdpo_kit.rewards.learned import RewardModelConfig, agreement, build_reward_model, sequence_classifier_reward
 
     task = make_task(**{k: v for k, v in data["task"].items()})

@@ -138,8 +138,7 @@ PARTS = ("time/sample_s", "time/score_s", "time/forward_s", "time/backward_s")  
 def _speed_child(algorithm, backend, steps, threads, queue):
     torch.set_num_threads(threads)
     from sdpo_kit.core.sampling import encode_prompts
-    from sdpo_kit.lab.tasks import make_task
-    from sdpo_kit.registry import load_config
+    from sdpo_kit.registry import load_config, make_task
 
     with tempfile.TemporaryDirectory() as out:
         s = run_config(CONFIGS[algorithm], {"backend": backend, "trainer.max_steps": steps, "trainer.eval_every": 0,
@@ -220,11 +219,10 @@ SETTING = "sums to 20"   # the configs' task (word_problems, kind sum, max_opera
 
 def real_teacher(n: int) -> dict:
     """The untrained model's teacher on ``n`` held-out questions, with the SDPO config's templates."""
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import load_config
+    from sdpo_kit.registry import load_config, make_task
+    from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
-    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
 
     cfg = load_config(SDPO_METHODS["sdpo"][0], {})
     task = make_task(**cfg.task)

@@ -24,7 +24,7 @@ rows the warm start gets wrong: multi-turn reprompting (one sample a round, 4 ro
 feedback in the reprompt) vs best-of-4, the same number of samples (with 8 a round, plain sampling
 already finds almost every tiny-lab answer in round 1, which would measure nothing).
 
-Part 5, test-time SDPO (``test_time_training``): on the hard held-out rows (``hard_rows``: under 10%
+Part 5, test-time SDPO (``at_test_time``): on the hard held-out rows (``hard_rows``: under 10%
 of 32 samples right), the discovery rate within k attempts, k = 1 .. 64, of best-of-k, multi-turn
 reprompting and test-time SDPO (batches of 8, one SDPO step after each failed batch), all at 64
 attempts. Writes ``benchmarks/results/sdpo.json``.
@@ -59,8 +59,8 @@ def as_grpo(data: dict) -> dict:
 
 
 def train(data: dict, overrides: dict) -> dict:
-    from sdpo_kit.cli import train as run
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train as run
 
     return run(config_from_dict(data, overrides), config_path="configs/sdpo.yaml")
 
@@ -72,9 +72,8 @@ def time_trl_sdpo(data: dict, steps: int) -> list[float]:
     from trl.experimental.sdpo import SDPOConfig, SDPOTrainer
 
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.rewards import make_reward
 
     cfg = config_from_dict(data)
@@ -144,12 +143,11 @@ def main():
     speed["trl_SDPOTrainer"] = {"median_s": median(trl_times), "times_s": trl_times}
 
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.rewards import feedback_reward
+    from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS, discovery_curves, hard_rows
     from sdpo_kit.sdpo.multi_turn import compare_multi_turn_with_best_of_n
-    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS, discovery_curves, hard_rows
 
     cfg = config_from_dict(feedback)
     task = make_task(**cfg.task)

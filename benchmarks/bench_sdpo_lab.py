@@ -26,7 +26,7 @@ judged on seeds it was tuned on (``--lr METHOD=LR`` pins one instead). Methods: 
 
 Part 3 (``--discovery``), at the lowest and highest dial: on the held-out rows the warm start solves in
 under 10% of 32 samples, the discovery rate within k attempts of best-of-k, multi-turn reprompting and
-test-time SDPO (``sdpo/test_time_training.py``), batches of 8, all at max(k) attempts.
+test-time SDPO (``sdpo/at_test_time.py``), batches of 8, all at max(k) attempts.
 
 Writes ``{"runs": [{"method", "dial", "seed", "final_acc", "acc_by_step": [[step, acc], ...]}],
 "start_acc": {dial: acc}, "teacher": {dial: {...}}, "lr": {method: lr}, "tuning": [...], "discovery": {dial: ...}}`` in the
@@ -42,7 +42,7 @@ import time
 from _common import machine, median, out_help, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 
-from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS  # the teacher prompt's template keywords
+from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS  # the teacher prompt's template keywords
 
 # the dial: SFT steps on teacher prompts (0: the model never saw one); the rest of the recipe is the config's
 DIALS = [0, 500, 1000]
@@ -117,11 +117,11 @@ def lab_data(method: str, dial: int, lab: dict | None = None) -> dict:
 
 def train_run(method: str, dial: int, seed: int, steps: int, lr: float,
               config_path: str = "benchmarks/bench_sdpo_lab.py", lab: dict | None = None) -> tuple[dict, float]:
-    """``sdpo_kit.cli.train`` on ``lab_data(method, dial, lab)`` with ``seed``, ``steps`` and ``lr``, in
+    """``sdpo_kit.training.train`` on ``lab_data(method, dial, lab)`` with ``seed``, ``steps`` and ``lr``, in
     a temporary output folder (``config_path`` names the caller in the run's log line). Returns the
     summary (the trained model included) and the run's wall time in seconds."""
-    from sdpo_kit.cli import train
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train
 
     data = lab_data(method, dial, lab)
     with tempfile.TemporaryDirectory() as out:
@@ -190,9 +190,8 @@ def warm_start_for(dial: int, lab: dict | None = None):
     """The warm start (model, tokenizer), the task and the config at one dial setting (``lab``: other
     warm-start fields, as in ``lab_data``)."""
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
 
     cfg = config_from_dict(lab_data("sdpo", dial, lab))
     task = make_task(**cfg.task)
@@ -222,7 +221,7 @@ def teacher_table(dials: list[int]) -> dict:
 def discovery(dials: list[int], budgets: list[int], batch_size: int, max_rows: int) -> dict:
     """Part 3: best-of-k vs multi-turn reprompting vs test-time SDPO on each dial's hard held-out rows."""
     from sdpo_kit.rewards import feedback_reward
-    from sdpo_kit.sdpo.test_time_training import discovery_curves, hard_rows
+    from sdpo_kit.sdpo.at_test_time import discovery_curves, hard_rows
 
     out = {}
     for d in dials:

@@ -27,7 +27,7 @@ import time
 from _common import machine, median, out_help, table, write_results
 from bench_sdpo_lab import method_config, train_run
 
-from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS
+from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS
 
 AVG_K = 16   # samples per held-out row for avg@k (the SDPO paper reports avg@16)
 
@@ -46,9 +46,9 @@ def grpo_config(sft_steps: int, width: int) -> dict:
 
 def avg_at_k(model, tok, cfg, k: int = AVG_K) -> float:
     """Held-out avg@k: the mean over rows of the success rate of k samples at the training temperature."""
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import make_task
     from sdpo_kit.rewards import feedback_reward
-    from sdpo_kit.sdpo.test_time_training import success_rates
+    from sdpo_kit.sdpo.at_test_time import success_rates
 
     task = make_task(**cfg.task)
     rates = success_rates(model, tok, task, task.splits()[1], feedback_reward(style=task.feedback_style),
@@ -60,9 +60,8 @@ def warm_start(sft_steps: int, width: int) -> dict:
     """Build (or load from the cache) one warm start; its held-out greedy accuracy, avg@k and SDPO's
     teacher measures (``sdpo.teacher_quality`` with the lab's templates: can it read a sibling's answer?)."""
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
 
     cfg = config_from_dict(grpo_config(sft_steps, width))

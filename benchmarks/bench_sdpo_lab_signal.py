@@ -45,7 +45,7 @@ def operands_of(row: dict) -> list[int]:
 def signal(model, tok, task, rows: list[dict], *, samples: int, group: int, temperature: float) -> dict:
     """The measures in the module docstring on ``rows``."""
     from sdpo_kit.rewards import feedback_reward
-    from sdpo_kit.sdpo.test_time_training import success_rates
+    from sdpo_kit.sdpo.at_test_time import success_rates
 
     p = success_rates(model, tok, task, rows, feedback_reward(style=task.feedback_style), samples=samples,
                       temperature=temperature, seed=0)

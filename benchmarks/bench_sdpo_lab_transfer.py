@@ -11,11 +11,11 @@ at ``--dial`` solves them in under 10% of 32 plain samples; the first ``--rows``
 
     plain rate     the share of K plain samples that succeed (the warm start)
     reprompt rate  the share that succeed among K samples from feedback reprompts: one plain batch of B
-                   attempts, each failed one's feedback put in the teacher prompt (``sdpo.reprompt``, the
+                   attempts, each failed one's feedback put in the teacher prompt (``text.reprompt``, the
                    lab's templates), K / (failed attempts) samples from each: what multi-turn draws from
     by round       multi-turn reprompting's own chain (``chain_rates``), not stopped at a success: the share
                    of right attempts in each of ``--rounds`` rounds of B, over ``--chains`` chains
-    after n steps  test-time SDPO's own loop (``sdpo.test_time_training.sdpo_step``: a batch of B plain
+    after n steps  test-time SDPO's own loop (``sdpo.at_test_time.sdpo_step``: a batch of B plain
                    attempts from the copy, one sampled-token SDPO step on the failed ones towards the frozen
                    warm start reading each one's feedback), not stopped at a success, and the copy's plain
                    rate over K samples after n steps, for each n of ``--checkpoints`` and each ``--lrs``
@@ -60,7 +60,7 @@ def rate(model, tok, task, row, reward, *, prompt=None, samples: int, temperatur
 def failed_batch(model, tok, task, row, reward, *, batch_size: int, temperature: float, templates: dict):
     """B plain attempts from ``model``: the rollout, each attempt's teacher prompt (its own feedback, or the
     plain prompt) and the row mask (1: a failed attempt with feedback)."""
-    from sdpo_kit.sdpo.test_time_training import feedback_teacher_prompts
+    from sdpo_kit.sdpo.at_test_time import feedback_teacher_prompts
 
     ro, scores, feedbacks = attempts(model, tok, task, row, reward, n=batch_size, temperature=temperature)
     prompts, mask = feedback_teacher_prompts(row["prompt"], scores, feedbacks, **templates)
@@ -73,7 +73,7 @@ def chain_rates(model, tok, task, row, reward, *, rounds: int, batch_size: int, 
     prompt, round r + 1 from the reprompt with the feedback on one of round r's failed attempts (the first;
     with an exact-match score every failure is as good as any), the prompt kept when none failed. The share of
     right attempts in each round, mean over ``chains`` independent chains."""
-    from sdpo_kit.sdpo.reprompt import reprompt
+    from sdpo_kit.text.reprompt import reprompt
 
     hits = [0.0] * rounds
     for _ in range(chains):
@@ -90,7 +90,7 @@ def chain_rates(model, tok, task, row, reward, *, rounds: int, batch_size: int, 
 def measure_row(model, tok, task, row, reward, *, lrs, checkpoints, samples, batch_size, temperature, templates,
                 seed, rounds, chains) -> dict:
     """One hard row: its plain rate, its reprompt rate, and the copy's plain rate after n test-time SDPO steps."""
-    from sdpo_kit.sdpo.test_time_training import sdpo_step
+    from sdpo_kit.sdpo.at_test_time import sdpo_step
 
     torch.manual_seed(seed)
     plain = rate(model, tok, task, row, reward, samples=samples, temperature=temperature)
@@ -137,7 +137,7 @@ def main():
         raise SystemExit("--checkpoints, --samples, --batch-size, --rounds and --chains take positive ints, --lrs "
                          "positive rates")
     from sdpo_kit.rewards import feedback_reward
-    from sdpo_kit.sdpo.test_time_training import TEMPLATE_KEYS, hard_rows
+    from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS, hard_rows
 
     torch.set_num_threads(1)
     model, tok, task, cfg = warm_start_for(args.dial)

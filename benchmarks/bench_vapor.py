@@ -39,14 +39,14 @@ CONFIG = "configs/vapor.yaml"
 
 
 def train(data: dict, overrides: dict) -> dict:
-    from sdpo_kit.cli import train as run
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train as run
 
     return run(config_from_dict(data, overrides), config_path=CONFIG)
 
 
 def heldout_margin(model, tokenizer, cfg) -> dict:
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import make_task
     from sdpo_kit.vapor.parts import preference_margin
 
     heldout = make_task(**cfg["task"]).splits()[1]

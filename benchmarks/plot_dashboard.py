@@ -30,9 +30,8 @@ def main() -> None:
     from sdpo_kit.core.utils import seed_everything
     from sdpo_kit.grpo.loop import GRPOLoop
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import load_config
+    from sdpo_kit.registry import load_config, make_task
     from sdpo_kit.rewards import make_reward
 
     torch.set_num_threads(1)

@@ -94,7 +94,7 @@ def lab_heldout_fields() -> dict:
     ``n`` problems, ``sets`` distinct sets of operands (each asked in every order), ``answers`` distinct answers."""
     import yaml
 
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import make_task
 
     task = make_task(**yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())["task"])
     heldout = task.splits()[1]

@@ -30,7 +30,7 @@ def provenance(res: dict) -> str:
 
 
 def discovery_table(d: dict | None) -> str:
-    """Discovery rate within k attempts per test-time method (``test_time_training.discovery_curves``)."""
+    """Discovery rate within k attempts per test-time method (``at_test_time.discovery_curves``)."""
     if not d:
         return "Discovery curves: not measured in this results file."
     names = {"best_of_k": "best-of-k (plain samples)", "multi_turn": "multi-turn reprompting (no training)",

@@ -35,16 +35,21 @@ NOTEBOOK_RE = re.compile(r"^\d\d_.+\.ipynb$")
 # reading order of the reference, room by room in notebook order; modules not named here follow alphabetically
 MODULE_ORDER = ["core.logprobs", "core.sampling", "core.scratch", "core.checkpoint", "core.trl_base", "core.metrics",
                 "core.plotting", "core.config", "core.utils",
+                "text.answers", "text.reprompt",
                 "lab.model", "lab.tasks", "lab.feedback", "lab.skill", "lab.environments", "models",
-                "grpo.loss", "grpo.loop", "grpo.trl",
-                "rewards.core", "rewards.verifiable", "rewards.model_scored", "rewards.learned", "rewards.registry",
-                "vapor.loss", "vapor.spans", "vapor.parts", "vapor.loop", "vapor.trl",
-                "sdpo.loss", "sdpo.reprompt", "sdpo.teacher", "sdpo.teacher_quality", "sdpo.loop", "sdpo.trl", "sdpo.multi_turn",
-                "sdpo.test_time_training",
+                "grpo.loss", "grpo.config", "grpo.loop", "grpo.trl",
+                "rewards.core", "rewards.verifiable", "rewards.model_scored", "rewards.learned", "rewards.code",
+                "rewards.registry",
+                "vapor.loss", "vapor.spans", "vapor.parts", "vapor.config", "vapor.loop", "vapor.trl",
+                "sdpo.loss", "sdpo.config", "sdpo.teacher", "sdpo.teacher_quality", "sdpo.loop", "sdpo.trl",
+                "sdpo.multi_turn", "sdpo.at_test_time",
                 "ppo.loss", "ppo.value_head", "ppo.config", "ppo.trainer",
                 "deploy.run_model", "deploy.export", "deploy.gguf", "deploy.gguf_convert", "deploy.verl", "deploy.verl_config",
-                "registry", "cli"]
+                "registry", "training", "cli"]
 HIDDEN: tuple[str, ...] = ()  # package folders kept off the reference (the exercises' answers live in notebooks/solutions)
+# old module paths kept as re-exports until the notebooks move (tests/test_layout.py TEMPORARY_ALIASES): their
+# contents have a page under their new names, so they get none
+ALIASES = ("lab.answers", "sdpo.reprompt", "sdpo.test_time_training")
 
 
 def notebooks() -> list[Path]:
@@ -83,7 +88,9 @@ def modules() -> list[str]:
     for p in sorted(PACKAGE.rglob("*.py")):
         if p.name == "__init__.py" or "__pycache__" in p.parts or p.relative_to(PACKAGE).parts[0] in HIDDEN:
             continue
-        found.append(".".join(p.relative_to(PACKAGE).with_suffix("").parts))
+        module = ".".join(p.relative_to(PACKAGE).with_suffix("").parts)
+        if module not in ALIASES:
+            found.append(module)
     rank = {m: i for i, m in enumerate(MODULE_ORDER)}
     return sorted(found, key=lambda m: (rank.get(m, len(rank)), m))
 

@@ -12,7 +12,7 @@ when no sibling in its group got it right.
 * cpu: the tiny lab's code task (``configs/sdpo_code_lab.yaml``, task ``lab_code``): the model writes
   an expression in x that the sandbox runs as ``def f(x): return (expr)`` against six call tests.
   It prints one held-out prompt, a wrong attempt, the feedback the reward returns for it and the
-  teacher prompt SDPO builds, then trains through ``sdpo_kit.cli.train`` (the warm start, cached in
+  teacher prompt SDPO builds, then trains through ``sdpo_kit.training.train`` (the warm start, cached in
   SDPO_KIT_CACHE after the first run, then 100 SDPO steps: minutes on a CPU, not benchmarked here).
 * cuda: a small coder model (default Qwen/Qwen2.5-Coder-0.5B-Instruct; the 1.5B is the next size) loaded
   by ``models.load_policy`` (Unsloth in 4-bit with LoRA when installed, else transformers + PEFT),
@@ -56,7 +56,7 @@ def show_feedback_example(task, trainer_cfg, seed: int = 0) -> dict:
     """Print a held-out prompt, a wrong attempt (a near miss), the feedback the ``feedback`` reward
     returns for it and the teacher prompt SDPO builds from it; return the four texts."""
     from sdpo_kit.rewards import make_reward
-    from sdpo_kit.sdpo.reprompt import reprompt
+    from sdpo_kit.text.reprompt import reprompt
 
     row = task.splits()[1][0]
     attempt = task.near_miss(row["answer"], random.Random(seed))
@@ -76,11 +76,10 @@ def show_feedback_example(task, trainer_cfg, seed: int = 0) -> dict:
 
 def cpu_run(args) -> dict:
     """The tiny-lab code task: ``configs/sdpo_code_lab.yaml`` with ``--set`` overrides, the feedback
-    example, then ``cli.train`` (warm start, SDPO, before/after held-out accuracy). Returns its summary."""
-    from sdpo_kit.cli import train
+    example, then ``training.train`` (warm start, SDPO, before/after held-out accuracy). Returns its summary."""
     from sdpo_kit.core.config import ConfigError
-    from sdpo_kit.lab.tasks import make_task
-    from sdpo_kit.registry import load_config
+    from sdpo_kit.registry import load_config, make_task
+    from sdpo_kit.training import train
 
     overrides = parse_set(args.set)
     if args.steps is not None:
@@ -102,7 +101,7 @@ def gpu_training_args(output_dir: str, steps: int = GPU_STEPS, overrides: dict |
     the tests' feedback in the teacher prompt, 2 prompts x 4 completions of up to 512 tokens a step
     in micro-batches of 2 (sized for a T4's 15 GB with LoRA; ``gpu_run`` prints the estimate).
     ``overrides``: ``trainer.<field>`` keys from ``--set``."""
-    from sdpo_kit.sdpo.trl import TRLSDPOConfig
+    from sdpo_kit.sdpo.config import TRLSDPOConfig
 
     knobs = dict(max_steps=steps, prompts_per_step=2, num_generations=4, max_completion_length=512,
                  learning_rate=5e-5, temperature=1.0, eval_every=0, log_completions_every=1, seed=0,
@@ -140,10 +139,10 @@ def gpu_run(args) -> dict:
     """A small coder model on the shipped code problems with our TRL SDPOTrainer (``gpu_training_args``);
     the pass rate on every test (the reward sees half of them) at step 0 and at the end. Returns before,
     after, history, output_dir."""
-    from sdpo_kit.cli import ProgressPrinter
     from sdpo_kit.core.trl_base import train_trl
     from sdpo_kit.models import load_policy, preflight  # load_policy before sdpo.trl: Unsloth patches TRL
     from sdpo_kit.rewards import load_code_problems, make_reward
+    from sdpo_kit.training import ProgressPrinter
 
     config = gpu_training_args(args.output_dir or "runs/example_rich_feedback_gpu", args.steps or GPU_STEPS,
                                parse_set(args.set))

@@ -7,12 +7,18 @@ against it, key by key) and how to build and run it:
           reward_weights) -> trainer
     run(trainer, resume_from_checkpoint) -> list of metric rows
 
-Entries are ``"module:attribute"`` strings, imported on first use, so looking up the scratch
-trainer never imports TRL. The registrations at the bottom of this file are the whole list:
+Entries are ``"module:attribute"`` strings, imported on first use. Each config class lives in its
+algorithm's ``config.py``, which imports no TRL, so checking a config never imports TRL, on either
+backend; the TRL trainers' modules are imported when the trainer is built, after the model is loaded
+(and Unsloth, on a GPU, has patched TRL). The registrations at the bottom of this file are the whole list:
 adding an algorithm is one ``register`` call there.
 
 ``load_config`` / ``config_from_dict`` read a YAML run config and check its ``trainer:`` section
 against the registered trainer's dataclass (``core.config`` does the parsing and knows no trainer).
+
+``make_task(**spec)`` builds a config's task. The lab registers its own tasks; an algorithm's tasks
+register from its package (VAPOR's ``vapor_word_problems``, ``sdpo_kit.vapor.tasks``), which this module
+imports, so every task name is known here: the CLI, the training API and deploy/ build tasks with it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdpo_kit.core.config import Config, ConfigError, parse_config, read_config_file
+from sdpo_kit.lab.tasks import TASKS, Task
+from sdpo_kit.lab.tasks import make_task as make_lab_task
+from sdpo_kit.vapor import tasks as vapor_tasks  # noqa: F401 (registers "vapor_word_problems" in TASKS)
 
 
 def _resolve(target):
@@ -89,11 +98,15 @@ def trainer_config_class(algorithm: str, backend: str) -> type:
     return get_trainer(algorithm, backend).config_class
 
 
+def make_task(**spec) -> Task:
+    """The task a config's ``task:`` section names (``{"name": "vapor_word_problems", "n_eval": 30}``), any
+    registered task included: ``lab.tasks.make_task`` with every algorithm's tasks registered."""
+    return make_lab_task(**spec)
+
+
 def config_from_dict(data: dict | None, overrides: dict | None = None) -> Config:
     """Build and check a ``Config`` from a dict; ``overrides`` maps dotted keys to values
     (``{"trainer.max_steps": 3, "backend": "trl"}``)."""
-    from sdpo_kit.lab.tasks import TASKS, make_task
-
     cfg = parse_config(data, overrides, trainer_config=trainer_config_class, tasks=TASKS)
     try:
         make_task(**cfg.task)   # the task's own checks (an unknown answer_rule, ...), before any model loads
@@ -131,16 +144,16 @@ def load_config(path, overrides: dict | None = None) -> Config:
 
 
 # the whole list: (algorithm, backend) -> the trainer's config class, its builder and its runner
-register("grpo", "scratch", config="sdpo_kit.grpo.loop:GRPOConfig", build="sdpo_kit.grpo.loop:GRPOLoop")
-register("grpo", "trl", config="sdpo_kit.grpo.trl:TRLGRPOConfig",
+register("grpo", "scratch", config="sdpo_kit.grpo.config:GRPOLoopConfig", build="sdpo_kit.grpo.loop:GRPOLoop")
+register("grpo", "trl", config="sdpo_kit.grpo.config:TRLGRPOConfig",
          build="sdpo_kit.grpo.trl:build_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("vapor", "scratch", config="sdpo_kit.vapor.loop:VAPORLoopConfig",
+register("vapor", "scratch", config="sdpo_kit.vapor.config:VAPORLoopConfig",
          build="sdpo_kit.vapor.loop:VAPORLoop")
-register("vapor", "trl", config="sdpo_kit.vapor.trl:TRLVAPORConfig",
+register("vapor", "trl", config="sdpo_kit.vapor.config:TRLVAPORConfig",
          build="sdpo_kit.vapor.trl:build_vapor_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("sdpo", "scratch", config="sdpo_kit.sdpo.loop:SDPOLoopConfig",
+register("sdpo", "scratch", config="sdpo_kit.sdpo.config:SDPOLoopConfig",
          build="sdpo_kit.sdpo.loop:SDPOLoop")
-register("sdpo", "trl", config="sdpo_kit.sdpo.trl:TRLSDPOConfig",
+register("sdpo", "trl", config="sdpo_kit.sdpo.config:TRLSDPOConfig",
          build="sdpo_kit.sdpo.trl:build_sdpo_from_config", run="sdpo_kit.core.trl_base:train_trl")
 register("ppo", "scratch", config="sdpo_kit.ppo.config:TeacherStudentPPOConfig",
          build="sdpo_kit.ppo.trainer:build_ppo_from_config")

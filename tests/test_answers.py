@@ -1,11 +1,15 @@
-"""Answer rules (``lab/answers.py``): each rule reads what its models write, and nothing else.
+"""Answer rules (``text/answers.py``): each rule reads what its models write, and nothing else.
 
 Tables of (completion, expected) for every rule, with empty, malformed and adversarial text; the
 rewards and the feedback follow the rule the task names."""
 
 import pytest
 
-from sdpo_kit.lab.answers import (
+from sdpo_kit.lab.feedback import digit_feedback, direction_feedback
+from sdpo_kit.lab.tasks import ArithmeticTask, arithmetic_feedback
+from sdpo_kit.lab.word_problems import WordProblemTask
+from sdpo_kit.rewards import answer_format_reward, exact_match_reward, feedback_reward, make_reward
+from sdpo_kit.text.answers import (
     ANSWER_RULES,
     answers_match,
     canonical_number,
@@ -14,10 +18,6 @@ from sdpo_kit.lab.answers import (
     normalise_answer,
     rule_for,
 )
-from sdpo_kit.lab.feedback import digit_feedback, direction_feedback
-from sdpo_kit.lab.tasks import ArithmeticTask, arithmetic_feedback
-from sdpo_kit.lab.word_problems import WordProblemTask
-from sdpo_kit.rewards import answer_format_reward, exact_match_reward, feedback_reward, make_reward
 
 # (completion, {rule: expected answer}); a rule left out expects None
 EXTRACT = [

@@ -15,12 +15,14 @@ import pytest
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from sdpo_kit.core.trl_base import check_enough_rows  # noqa: E402
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop  # noqa: E402
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop  # noqa: E402
 from sdpo_kit.lab.model import build_model, build_tokenizer  # noqa: E402
 from sdpo_kit.lab.tasks import ArithmeticTask, make_task  # noqa: E402
 from sdpo_kit.registry import load_config  # noqa: E402
 from sdpo_kit.rewards import exact_match_reward  # noqa: E402
-from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig  # noqa: E402
+from sdpo_kit.sdpo.config import SDPOLoopConfig
+from sdpo_kit.sdpo.loop import SDPOLoop  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -37,7 +39,7 @@ def arithmetic_rows(n):
 # ---------------------------------------------------------------------------------------
 # a dataset smaller than one step's batch
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("loop_class, config_class", [(GRPOLoop, GRPOConfig), (SDPOLoop, SDPOLoopConfig)])
+@pytest.mark.parametrize("loop_class, config_class", [(GRPOLoop, GRPOLoopConfig), (SDPOLoop, SDPOLoopConfig)])
 def test_scratch_loop_refuses_fewer_rows_than_prompts_per_step(tok, loop_class, config_class):
     """3 rows and prompts_per_step=4: the scratch trainer (the shared scaffold, so every scratch
     loop) fails while being built, naming the row count and the batch it needs; 4 rows pass."""
@@ -96,7 +98,7 @@ def test_sdpo_refuses_a_loss_type_the_distillation_term_ignores():
     fixed (TRL's SDPO: per-sequence token mean, then the mean), so a loss_type other than the
     default would change nothing: refused on both backends' configs, naming the reason. With
     distillation_weight < 1 it aggregates the GRPO term (as in TRL) and is accepted."""
-    from sdpo_kit.sdpo.trl import TRLSDPOConfig
+    from sdpo_kit.sdpo.config import TRLSDPOConfig
 
     for config_class in (SDPOLoopConfig, TRLSDPOConfig):
         for loss_type in ("grpo", "bnpo", "dr_grpo"):

@@ -12,7 +12,8 @@ import math
 
 import pytest
 
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.rewards import (
     RewardError,
@@ -86,7 +87,7 @@ def test_grpo_loop_rejects_rows_without_prompt_or_answer(model, tok, drop):
     for the answer, the reward that needs it)."""
     rows = [{k: v for k, v in {"prompt": [{"role": "user", "content": "1+1="}], "answer": "2"}.items() if k != drop}]
     with pytest.raises(ValueError) as e:
-        GRPOLoop(model, tok, [exact_match_reward()], rows, GRPOConfig(max_steps=1, num_generations=2))
+        GRPOLoop(model, tok, [exact_match_reward()], rows, GRPOLoopConfig(max_steps=1, num_generations=2))
     assert repr(drop) in str(e.value)
     if drop == "answer":
         assert "'exact_match'" in str(e.value)

@@ -131,7 +131,7 @@ def test_pooled_discovery_counts_every_seed_and_row_and_finds_the_attempts_to_ma
 
 
 def test_test_time_sdpo_s_rate_is_picked_at_a_third_of_the_attempts(monkeypatch):
-    import sdpo_kit.sdpo.test_time_training as ttt
+    import sdpo_kit.sdpo.at_test_time as ttt
 
     curves = {1e-4: [0.1, 0.2, 0.3, 0.9], 1e-3: [0.1, 0.4, 0.5, 0.5], 3e-3: [0.1, 0.4, 0.5, 0.6]}
     seen = []

@@ -8,6 +8,7 @@ import pytest
 from sdpo_kit import cli
 from sdpo_kit.core.config import ConfigError
 from sdpo_kit.registry import config_from_dict, load_config
+from sdpo_kit.training import train
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 REQUIRED = {"step", "reward/mean", "reward/std", "loss"}
@@ -26,10 +27,9 @@ def test_shipped_configs_load(name):
     if name == "supervised":
         assert cfg.reward[0]["answer_field"] == "answer"
     # the trainer section is the registered trainer's own config, on either backend
-    from sdpo_kit.grpo.loop import GRPOConfig
-    from sdpo_kit.grpo.trl import TRLGRPOConfig
+    from sdpo_kit.grpo.config import GRPOLoopConfig, TRLGRPOConfig
 
-    assert (cfg.algorithm, cfg.backend) == ("grpo", "scratch") and type(cfg.trainer) is GRPOConfig
+    assert (cfg.algorithm, cfg.backend) == ("grpo", "scratch") and type(cfg.trainer) is GRPOLoopConfig
     assert type(load_config(CONFIGS / f"{name}.yaml", {"backend": "trl"}).trainer) is TRLGRPOConfig
     assert cfg.trainer.output_dir == cfg.output_dir
 
@@ -157,7 +157,7 @@ def test_default_config_scores_with_the_policy_itself(tmp_path, monkeypatch):
     monkeypatch.setattr(rewards, "make_reward", spy)
     cfg = load_config(CONFIGS / "default.yaml", {"trainer.max_steps": 2, "trainer.prompts_per_step": 2,
                                                   "task.n_eval": 10, "output_dir": str(tmp_path)})
-    summary = cli.train(cfg)
+    summary = train(cfg)
     assert seen["funcs"][0].scorer_model is summary["model"]
     steps = [r for r in summary["history"] if r["step"] > 0]
     assert len(steps) == 2 and all(r["reward/inverse_loss"] <= 0.0 for r in steps)
@@ -166,8 +166,6 @@ def test_default_config_scores_with_the_policy_itself(tmp_path, monkeypatch):
 def test_a_second_run_into_the_same_output_dir_replaces_the_model_folder(tmp_path):
     """A run that trains LoRA, then one that trains in full, into the same output_dir: model/ holds the
     full model only (a stale adapter beside it would be loaded back instead of the model)."""
-    from sdpo_kit.cli import train
-
     base = {"task": {"name": "arithmetic", "n_eval": 10}, "output_dir": str(tmp_path),
             "trainer": {"max_steps": 1, "prompts_per_step": 2, "num_generations": 2, "max_completion_length": 4,
                         "eval_every": 0}}

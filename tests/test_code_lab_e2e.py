@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from sdpo_kit import cli
-from sdpo_kit.rewards import code_batch
+from sdpo_kit.sandbox import batch
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "sdpo_code_lab.yaml"
 
@@ -22,8 +22,8 @@ def test_sdpo_trains_on_lab_code_with_sandbox_feedback(tmp_path, monkeypatch):
         runs.append(1)
         return real(*args, **kwargs)
 
-    real = code_batch.run_program
-    monkeypatch.setattr(code_batch, "run_program", counted)
+    real = batch.run_program
+    monkeypatch.setattr(batch, "run_program", counted)
     out = tmp_path / "run"
     rc = cli.main(["train", str(CONFIG), "--max-steps", "3", "--output-dir", str(out),
                    "--set", "model.lab.sft_steps=40", "--set", "model.lab.context_steps=20",

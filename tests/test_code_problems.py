@@ -20,7 +20,7 @@ import pytest
 
 from sdpo_kit.rewards import load_code_problems, make_reward, read_code_problems, run_tests, run_tests_many
 from sdpo_kit.rewards.code_problems import PROBLEMS_PATH, lcb_test_cases
-from sdpo_kit.rewards.code_runner import parse_tests, split_tests
+from sdpo_kit.sandbox.runner import parse_tests, split_tests
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the sandbox needs a POSIX system")
 

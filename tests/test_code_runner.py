@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from sdpo_kit.rewards import make_reward
-from sdpo_kit.rewards.code_feedback import FORMAT_MESSAGE, TRUNCATED_MESSAGE
-from sdpo_kit.rewards.code_runner import (
+from sdpo_kit.sandbox.feedback import FORMAT_MESSAGE, TRUNCATED_MESSAGE
+from sdpo_kit.sandbox.process import STARTUP_S, isolation_report, run_program
+from sdpo_kit.sandbox.runner import (
     extract_code,
     outputs_match,
     parse_tests,
@@ -30,7 +31,6 @@ from sdpo_kit.rewards.code_runner import (
     score_completions,
     split_tests,
 )
-from sdpo_kit.rewards.sandbox import STARTUP_S, isolation_report, run_program
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the sandbox needs a POSIX system")
 
@@ -59,7 +59,7 @@ def sandbox_processes() -> list[int]:
     out = []
     for d in Path("/proc").iterdir():
         try:
-            if not (d.name.isdigit() and b"sandbox_child.py" in (d / "cmdline").read_bytes()):
+            if not (d.name.isdigit() and b"-S\x00child.py\x00" in (d / "cmdline").read_bytes()):
                 continue
         except OSError:
             continue

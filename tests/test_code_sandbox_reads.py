@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from sdpo_kit.rewards import sandbox
 from sdpo_kit.rewards.code_problems import PROBLEMS_PATH
-from sdpo_kit.rewards.sandbox import python_paths, run_program
+from sdpo_kit.sandbox import process
+from sdpo_kit.sandbox.process import python_paths, run_program
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the sandbox needs a POSIX system")
 
@@ -91,12 +91,12 @@ def test_the_mount_namespace_alone_hides_them(tmp_path, monkeypatch):
     alone covers the package and site-packages with empty read-only tmpfs."""
     if os.geteuid() != 0:
         pytest.skip("the mount namespace is for root only")
-    source = sandbox.CHILD.read_text()
+    source = process.CHILD.read_text()
     head = "def landlock(lib, workdir, stdlib, private) -> int:\n"
     assert source.count(head) == 1
-    patched = tmp_path / sandbox.CHILD.name
+    patched = tmp_path / process.CHILD.name
     patched.write_text(source.replace(head, head + "    return 0\n"))
-    monkeypatch.setattr(sandbox, "CHILD", Path(patched))
+    monkeypatch.setattr(process, "CHILD", Path(patched))
     got, isolation = readable()
     assert isolation["landlock_abi"] == 0
     if "mounts" not in isolation["packages"]:

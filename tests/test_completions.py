@@ -9,12 +9,14 @@ import pytest
 
 from sdpo_kit.core.completions import CompletionLog, as_text, completion_rows
 from sdpo_kit.core.dashboard import Dashboard
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import exact_match_reward, feedback_reward
-from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig
+from sdpo_kit.sdpo.config import SDPOLoopConfig
+from sdpo_kit.sdpo.loop import SDPOLoop
 from sdpo_kit.sdpo.trl import build_trl_sdpo_trainer
 
 G, P = 4, 2
@@ -58,7 +60,7 @@ def check_against_metrics(df, history, funcs):
 def test_scratch_grpo_writes_every_n_steps(tok, rows, tmp_path):
     """5 steps, log_completions_every=2: steps 2 and 4, P x G rows each, prompt and completion as text,
     the total reward the sum of the functions', the means equal to metrics.jsonl's."""
-    cfg = GRPOConfig(max_steps=5, prompts_per_step=P, num_generations=G, max_completion_length=3,
+    cfg = GRPOLoopConfig(max_steps=5, prompts_per_step=P, num_generations=G, max_completion_length=3,
                      output_dir=str(tmp_path), log_completions_every=2)
     history = GRPOLoop(build_model(tok, seed=0), tok, [exact_match_reward(), char_reward], rows, cfg).train()
     df = load(tmp_path)
@@ -74,7 +76,7 @@ def test_a_monitor_with_weight_zero_is_logged_not_trained_on(tok, rows, tmp_path
     function's alone; the monitor still has its column in the file, the row and the dashboard's table,
     and the file's means are the row's (notebook 03's monitors)."""
     dash = Dashboard(table_size=4)
-    cfg = GRPOConfig(max_steps=2, prompts_per_step=P, num_generations=G, max_completion_length=3,
+    cfg = GRPOLoopConfig(max_steps=2, prompts_per_step=P, num_generations=G, max_completion_length=3,
                      output_dir=str(tmp_path), log_completions_every=1)
     history = GRPOLoop(build_model(tok, seed=0), tok, [char_reward, one_reward], rows, cfg,
                        callbacks=[dash], reward_weights=[1.0, 0.0]).train()
@@ -104,13 +106,13 @@ def test_zero_writes_no_file_and_resume_cuts_it(tok, rows, tmp_path):
     writes its own after them (no step twice)."""
     kw = dict(max_steps=4, prompts_per_step=P, num_generations=G, max_completion_length=3, save_steps=2)
     GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-             GRPOConfig(**kw, output_dir=str(tmp_path / "off"), log_completions_every=0)).train()
+             GRPOLoopConfig(**kw, output_dir=str(tmp_path / "off"), log_completions_every=0)).train()
     assert not (tmp_path / "off" / "completions.jsonl").exists()
     out = tmp_path / "on"
     GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-             GRPOConfig(**kw, output_dir=str(out), log_completions_every=1)).train()
+             GRPOLoopConfig(**kw, output_dir=str(out), log_completions_every=1)).train()
     GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-             GRPOConfig(**kw, output_dir=str(out), log_completions_every=1)).train(resume_from_checkpoint=out / "checkpoint-2")
+             GRPOLoopConfig(**kw, output_dir=str(out), log_completions_every=1)).train(resume_from_checkpoint=out / "checkpoint-2")
     assert load(out)["step"].tolist() == sorted([1, 2, 3, 4] * (P * G))
 
 

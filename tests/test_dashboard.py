@@ -12,11 +12,13 @@ from test_trackers import BEFORE, unchanged_run
 from sdpo_kit.core import dashboard as dashboard_module
 from sdpo_kit.core import plotting
 from sdpo_kit.core.dashboard import Dashboard, DashboardCallback, html_table, text_table
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import ArithmeticTask
-from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig
+from sdpo_kit.sdpo.config import SDPOLoopConfig
+from sdpo_kit.sdpo.loop import SDPOLoop
 
 FP32 = {"rel": 1e-5, "abs": 1e-6}
 KW = dict(prompts_per_step=2, num_generations=4, max_completion_length=3, learning_rate=3e-3, seed=1)
@@ -53,7 +55,7 @@ def test_stop_button_scratch_checkpoint_resumes(tok, rows, tmp_path):
     the step's completions; resumed from checkpoint-2 the run logs steps 3-5 as the run that was
     never stopped (fp32 tolerance)."""
     dash = Dashboard(table_size=4)
-    cfg = GRPOConfig(max_steps=5, output_dir=str(tmp_path / "a"), **KW)
+    cfg = GRPOLoopConfig(max_steps=5, output_dir=str(tmp_path / "a"), **KW)
     loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, cfg, callbacks=[dash, click_at(dash, 2)])
     history = dash.train(loop)
     assert [r["step"] for r in train_rows(history)] == [1, 2]
@@ -66,8 +68,8 @@ def test_stop_button_scratch_checkpoint_resumes(tok, rows, tmp_path):
                if "&" not in r["completion"])
 
     resumed = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-                       GRPOConfig(max_steps=5, output_dir=str(tmp_path / "b"), **KW))
-    straight = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOConfig(max_steps=5, **KW))
+                       GRPOLoopConfig(max_steps=5, output_dir=str(tmp_path / "b"), **KW))
+    straight = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOLoopConfig(max_steps=5, **KW))
     got = train_rows(resumed.train(resume_from_checkpoint=tmp_path / "a" / "checkpoint-2"))
     want = train_rows(straight.train())
     assert [r["step"] for r in got] == [1, 2, 3, 4, 5]
@@ -122,7 +124,7 @@ def test_in_a_kernel_one_widget_redrawn_in_place(tok, rows, monkeypatch, headles
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
     dash = Dashboard(every=1)
     pngs = []
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOConfig(max_steps=3, **KW),
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOLoopConfig(max_steps=3, **KW),
                     callbacks=[dash, lambda r: pngs.append(dash.image.value)])
     history = dash.train(loop, background=False)
     assert shown[0] is dash.widget and dash.plot.in_notebook is False
@@ -171,7 +173,7 @@ def test_background_thread_stops_on_click(tok, rows, tmp_path):
     run after the step in progress, with its checkpoint; wait() gives the rows."""
     dash = Dashboard()
     loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-                    GRPOConfig(max_steps=200, output_dir=str(tmp_path), **KW), callbacks=[dash])
+                    GRPOLoopConfig(max_steps=200, output_dir=str(tmp_path), **KW), callbacks=[dash])
     assert dash.train(loop, background=True) is None
     dash.stop_button.click()
     history = dash.wait()
@@ -181,7 +183,7 @@ def test_background_thread_stops_on_click(tok, rows, tmp_path):
 
 def test_a_dashboard_not_among_the_callbacks_is_refused(tok, rows):
     """A dashboard the trainer does not call would neither update nor stop it: said at once."""
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOConfig(max_steps=1, **KW))
+    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOLoopConfig(max_steps=1, **KW))
     with pytest.raises(ValueError, match="callbacks"):
         Dashboard().train(loop)
 

@@ -157,7 +157,7 @@ def test_a_reward_that_cannot_be_loaded_fails_before_training(tmp_path, function
     path = config(tmp_path, reward=[{"type": "python", "function": function}])
     (path.parent / "my_rewards.py").write_text(REWARDS)
     cfg = load_config(path)
-    from sdpo_kit.cli import train
+    from sdpo_kit.training import train
 
     with pytest.raises(ConfigError, match=message):
         train(cfg)

@@ -1,12 +1,12 @@
 """The tiny lab's code task (``lab/code_task.py``) and the one-child-per-program runner
-(``rewards/code_batch.py``), with real sandbox runs."""
+(``sandbox/batch.py``), with real sandbox runs."""
 
 import pytest
 
 from sdpo_kit.lab.code_task import CodeTask, expression, hidden_tests, program
 from sdpo_kit.lab.tasks import TASKS, Task, make_task
-from sdpo_kit.rewards.code_batch import run_program_tests, run_programs_many
-from sdpo_kit.rewards.code_runner import run_tests
+from sdpo_kit.sandbox.batch import run_program_tests, run_programs_many
+from sdpo_kit.sandbox.runner import run_tests
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +222,7 @@ def test_the_teacher_prompt_of_a_near_miss(task):
     import random
 
     from sdpo_kit.rewards import make_reward
-    from sdpo_kit.sdpo.reprompt import reprompt
+    from sdpo_kit.text.reprompt import reprompt
 
     row = task.splits()[1][0]
     answer = row["answer"]

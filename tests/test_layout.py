@@ -1,21 +1,67 @@
-"""The package's rooms hold: one folder per algorithm, a shared core that imports no algorithm,
-no import cycle (imports inside functions count), no module importing another's ``_private`` name,
-at most 8 modules at the package root, no file over 400 lines, a config module that needs no
+"""The package's rooms hold: one folder per algorithm, every room on its floor, no import cycle (imports
+inside functions count), no module importing another's ``_private`` name, at most 8 modules at the package
+root, no file over 400 lines, a thin CLI, no module named like a test, a config module that needs no
 registry, and the public one-import paths (``sdpo_kit.losses``, ``sdpo_kit.rewards``) intact.
 
 The import graph is read from the source with ``ast`` (every ``import`` / ``from ... import``
-anywhere in a file, relative ones resolved), so a lazy import inside a function is an edge too.
+anywhere in a file, relative ones resolved, and the registry's ``"sdpo_kit.x.y:name"`` entries, which
+it imports on first use), so a lazy import inside a function is an edge too.
+
+The floors, bottom to top (``FLOORS``): a module imports its own room or rooms on lower floors only,
+and two rooms never import each other, directly or round a circle.
+
+     1  core       shared machinery; imports no other room
+     2  text       answer rules, ``completion_text``, SDPO's teacher prompts: what the lab's warm start and
+                   the rewards both read and write, so it stands under both
+     3  sandbox    running model-written code; imports no other room (the lab's code task stands on it)
+     4  lab        the tiny lab and the tasks (it registers its own; an algorithm's tasks register from
+                   its package, so the lab never imports an algorithm)
+     5  rewards, models   beside each other: neither imports the other; both read the lab
+     6  grpo, ppo  ppo stands on models (its value head wraps the loaded policy) and rewards, grpo on rewards
+     7  sdpo, vapor       both extend GRPO's loop and config
+     8  losses     re-exports every algorithm's loss
+     9  registry   names every trainer and registers vapor's task, so it stands above the algorithms
+    10  deploy, training  the CLI's two halves below it: exports / ``sdpo-kit eval``, and ``train()``
+    11  course, cli       what the notebooks and the command call
+    12  sdpo_kit   the package's own ``__init__`` (a docstring and a version)
+
+``TEMPORARY_ALIASES`` are old module paths the notebooks still import; each re-exports its new home
+and nothing else, and goes when its notebook imports the new path.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "sdpo_kit"
 ALGORITHMS = ("grpo", "vapor", "sdpo", "ppo")
+FLOORS = (                       # bottom to top; a room is a folder of sdpo_kit or a module at its root
+    ("core",),
+    ("text",),
+    ("sandbox",),
+    ("lab",),
+    ("rewards", "models"),
+    ("grpo", "ppo"),
+    ("sdpo", "vapor"),
+    ("losses",),
+    ("registry",),
+    ("deploy", "training"),
+    ("course", "cli"),
+    ("sdpo_kit",),               # sdpo_kit/__init__.py
+)
+FLOOR = {room: i for i, rooms in enumerate(FLOORS, 1) for room in rooms}
+# old paths the notebooks import until they move (notebook 00, 05, 06): pure re-exports of the new home
+TEMPORARY_ALIASES = {
+    "sdpo_kit.lab.answers": "sdpo_kit.text.answers",
+    "sdpo_kit.sdpo.reprompt": "sdpo_kit.text.reprompt",
+    "sdpo_kit.sdpo.test_time_training": "sdpo_kit.sdpo.at_test_time",
+}
+REGISTRY_ENTRY = re.compile(r"^(sdpo_kit(?:\.\w+)+):\w+$")   # "sdpo_kit.grpo.loop:GRPOLoop"
+CLI_MAX_LINES = 200
 
 
 def module_name(path: Path) -> str:
@@ -27,13 +73,17 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
-def imports(name: str) -> list[tuple[str, str | None]]:
-    """(imported module, imported name or None) for every sdpo_kit import in module ``name``."""
+def imports(name: str, source: str | None = None) -> list[tuple[str, str | None]]:
+    """(imported module, imported name or None) for every sdpo_kit import in module ``name`` (its file, or
+    ``source`` read as that module), registry entries (``"sdpo_kit.x.y:name"``) included."""
     path = MODULES[name]
     is_pkg = path.name == "__init__.py"
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and REGISTRY_ENTRY.match(node.value):
+            module, _, attr = node.value.partition(":")
+            out.append((module, attr))
+        elif isinstance(node, ast.Import):
             out += [(a.name, None) for a in node.names if a.name.startswith("sdpo_kit")]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -102,6 +152,133 @@ def test_the_core_imports_no_algorithm_and_no_registry():
     assert not bad, bad
 
 
+def room(module: str) -> str:
+    """The room of a dotted module name: ``sdpo_kit.grpo.loop`` -> ``grpo``, ``sdpo_kit.models`` -> ``models``,
+    ``sdpo_kit`` -> ``sdpo_kit``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward_arrows(sources: dict[str, str] | None = None) -> list[str]:
+    """Every import that goes up a floor or sideways into another room of the same floor, as
+    ``file: import (room, floor N) -> room (floor M)``. ``sources``: module -> source read instead of its file."""
+    bad = []
+    for name in MODULES:
+        here = room(name)
+        for target, what in imports(name, (sources or {}).get(name)):
+            there = room(target)
+            if there == here or there not in FLOOR or here not in FLOOR:
+                continue
+            if FLOOR[there] >= FLOOR[here]:
+                shown = f"from {target} import {what}" if what else f"import {target}"
+                bad.append(f"{MODULES[name].relative_to(PKG.parent)}: {shown} ({here}, floor {FLOOR[here]}) -> "
+                           f"{there} (floor {FLOOR[there]})")
+    return bad
+
+
+def room_cycles(sources: dict[str, str] | None = None) -> list[str]:
+    """Circles on the room graph (room A imports room B ... imports room A), lazy imports included."""
+    graph: dict[str, set[str]] = {}
+    for name in MODULES:
+        for target, _ in imports(name, (sources or {}).get(name)):
+            if target.startswith("sdpo_kit") and room(target) != room(name):
+                graph.setdefault(room(name), set()).add(room(target))
+    cycles, state, stack = [], {}, []
+
+    def visit(u):
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(graph.get(u, ())):
+            if state.get(v) == 1:
+                cycles.append(" -> ".join(stack[stack.index(v):] + [v]))
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = 2
+
+    for r in sorted(graph):
+        if r not in state:
+            visit(r)
+    return cycles
+
+
+def test_every_room_is_on_a_floor():
+    """Each folder and root module of sdpo_kit is placed in ``FLOORS`` (a new room must be given its floor),
+    and ``FLOORS`` names no room that does not exist."""
+    rooms = {room(name) for name in MODULES}
+    assert rooms - set(FLOOR) == set(), f"rooms without a floor (add them to FLOORS): {sorted(rooms - set(FLOOR))}"
+    assert set(FLOOR) - rooms == set(), f"FLOORS names rooms that do not exist: {sorted(set(FLOOR) - rooms)}"
+
+
+def test_every_arrow_points_down():
+    """A module imports its own room or a room on a lower floor: nothing reaches up, nothing sideways."""
+    bad = upward_arrows()
+    assert not bad, "imports that go up a floor or sideways:\n" + "\n".join(bad)
+
+
+def test_no_two_rooms_import_each_other():
+    """No circle on the room graph: no room imports another that imports it back, directly or round a ring."""
+    cycles = room_cycles()
+    assert not cycles, "rooms in a circle:\n" + "\n".join(cycles)
+
+
+def test_the_floor_checks_can_fail():
+    """The two checks above are not blind: an import from the lab up into vapor/ (what lab/__init__.py did
+    before vapor's task registered from its own package) is an arrow up and a circle with vapor -> lab."""
+    name = "sdpo_kit.lab.tasks"
+    bad = MODULES[name].read_text() + "\n\ndef _later():\n    from sdpo_kit.vapor import tasks  # noqa\n"
+    arrows = upward_arrows({name: bad})
+    assert arrows == ["sdpo_kit/lab/tasks.py: import sdpo_kit.vapor.tasks (lab, floor 4) -> vapor (floor 7)"], arrows
+    assert any(c.startswith("lab -> ") and "vapor" in c for c in room_cycles({name: bad})), room_cycles({name: bad})
+
+
+def test_the_cli_is_a_thin_front():
+    """``sdpo_kit/cli.py`` parses arguments and calls the library: at most 200 lines. ``train`` lives in
+    ``sdpo_kit.training`` and is still importable from the CLI module (the notebooks import it there)."""
+    from sdpo_kit import cli, training
+
+    n = len((PKG / "cli.py").read_text().splitlines())
+    assert n <= CLI_MAX_LINES, f"sdpo_kit/cli.py has {n} lines (at most {CLI_MAX_LINES}): move code to the library"
+    assert cli.train is training.train
+
+
+def test_no_module_is_named_like_a_test():
+    """No module of sdpo_kit is called ``test_*.py`` (people and pytest read that as a test file), but for the
+    temporary aliases the notebooks still import."""
+    aliases = {MODULES[a].relative_to(PKG.parent).as_posix() for a in TEMPORARY_ALIASES}
+    named = {p.relative_to(PKG.parent).as_posix() for p in PKG.rglob("test_*.py")} | \
+            {p.relative_to(PKG.parent).as_posix() for p in PKG.rglob("*_test.py")}
+    assert named - aliases == set(), sorted(named - aliases)
+
+
+@pytest.mark.parametrize("alias", sorted(TEMPORARY_ALIASES))
+def test_temporary_aliases_only_re_export_their_new_home(alias):
+    """An alias module holds imports from its new home and nothing else (no code to drift), and every
+    public name of the new home is the same object under the old path."""
+    import importlib
+
+    tree = ast.parse(MODULES[alias].read_text())
+    home = TEMPORARY_ALIASES[alias]
+    assert all(isinstance(n, ast.ImportFrom) and n.module == home for n in tree.body), f"{alias}: imports only"
+    old, new = importlib.import_module(alias), importlib.import_module(home)
+    public = [k for k in vars(new) if not k.startswith("_")]
+    assert public and all(getattr(old, k) is getattr(new, k) for k in public)
+
+
+def test_the_scratch_grpo_config_is_not_named_like_trls():
+    """The scratch config is ``GRPOLoopConfig`` (``trl.GRPOConfig`` is TRL's); the old name stays a plain alias
+    of it where the notebooks import it, and each algorithm's config classes live in its ``config.py``."""
+    from sdpo_kit.grpo import config, loop
+
+    assert config.GRPOLoopConfig.__name__ == "GRPOLoopConfig" and loop.GRPOConfig is config.GRPOLoopConfig
+    for algo, names in {"grpo": ("GRPOSettings", "GRPOLoopConfig", "TRLGRPOConfig"),
+                        "sdpo": ("SDPOFields", "SDPOLoopConfig", "TRLSDPOConfig"),
+                        "vapor": ("VAPORFields", "VAPORLoopConfig", "TRLVAPORConfig"),
+                        "ppo": ("TeacherStudentPPOConfig",)}.items():
+        defined = {n.name for n in ast.parse((PKG / algo / "config.py").read_text()).body if isinstance(n, ast.ClassDef)}
+        assert set(names) <= defined, (algo, set(names) - defined)
+
+
 def test_config_does_not_need_the_registry():
     """The registry needs the configs, not the other way round."""
     assert not [t for t, _ in imports("sdpo_kit.core.config") if t.startswith("sdpo_kit.registry")]
@@ -115,7 +292,7 @@ def test_one_folder_per_algorithm_with_its_loss():
         assert (PKG / algo / "loss.py").exists(), algo
 
 
-@pytest.mark.parametrize("room", ["core", "lab", "rewards", "deploy", *ALGORITHMS])
+@pytest.mark.parametrize("room", ["core", "text", "sandbox", "lab", "rewards", "deploy", *ALGORITHMS])
 def test_each_room_lists_its_files(room):
     """A newcomer finds the room for a change from its docstring: every file in it is named there."""
     doc = ast.get_docstring(ast.parse((PKG / room / "__init__.py").read_text())) or ""

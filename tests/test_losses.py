@@ -50,6 +50,46 @@ def test_token_logprobs_matches_loop(temperature):
     close(L.token_logprobs(logits, labels, temperature), expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tempered_is_the_division_every_trainer_did(dtype):
+    """``tempered(z, tau)`` is ``z / tau`` bit for bit, in z's dtype, tau = 1 included (the trainers divided
+    inline before it existed, so their losses and samples are unchanged); the temperature token_logprobs
+    applies is the same function's: token_logprobs(z, y, tau) == token_logprobs(tempered(z, tau), y) in fp32."""
+    g = torch.Generator().manual_seed(5)
+    z = (torch.randn(2, 4, 7, generator=g) * 3).to(dtype)                              # (B, T, V)
+    y = torch.randint(0, 7, (2, 4), generator=g)                                       # (B, T)
+    for tau in (1.0, 0.7, 2.0):
+        out = L.tempered(z, tau)                                                       # (B, T, V)
+        assert out.dtype == dtype and torch.equal(out, z / tau)
+    z32 = z.float()                                                                    # (B, T, V)
+    assert torch.equal(L.token_logprobs(z32, y, 0.7), L.token_logprobs(L.tempered(z32, 0.7), y))
+
+
+def test_no_trainer_divides_logits_by_a_temperature_itself():
+    """The sampling temperature meets the logits in ``core.logprobs.tempered`` only: no other module of
+    sdpo_kit divides anything by a name ending in ``temperature`` (``x / cfg.temperature``, ``/ self.temperature``,
+    ...); read from the code with ``ast``, so docstrings and comments do not count."""
+    import ast
+    from pathlib import Path
+
+    def name(node) -> str:
+        return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+    pkg = Path(L.__file__).resolve().parents[1]
+    found = [f"{p.relative_to(pkg.parent)}:{n.lineno}" for p in sorted(pkg.rglob("*.py"))
+             for n in ast.walk(ast.parse(p.read_text()))
+             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and name(n.right).endswith("temperature")]
+    assert found == ["sdpo_kit/core/logprobs.py:" + str(_tempered_line())], found
+
+
+def _tempered_line() -> int:
+    """The line of ``tempered``'s own division."""
+    import inspect
+
+    lines, start = inspect.getsourcelines(L.tempered)
+    return start + next(i for i, line in enumerate(lines) if line.lstrip().startswith("return"))
+
+
 @pytest.mark.parametrize("chunk_rows", [None, 1, 2, 4, 5, 7, 100])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_token_logprobs_chunks_equal_log_softmax(chunk_rows, dtype):

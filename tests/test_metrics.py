@@ -9,7 +9,8 @@ import pytest
 
 from sdpo_kit.core.metrics import METRICS, TRL_TO_SDPO, MetricsSink, metrics_from_trl_logs, read_jsonl
 from sdpo_kit.grpo import loop as loop_module
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import exact_match_reward
@@ -29,7 +30,7 @@ def test_every_key_the_scratch_loop_logs_is_documented():
     task = ArithmeticTask(n_eval=8)
     rows, heldout = task.splits()
     loop = GRPOLoop(build_model(tok, seed=0), tok, [exact_match_reward()], rows,
-                    GRPOConfig(max_steps=1, prompts_per_step=2, num_generations=2, beta=0.1, max_completion_length=2),
+                    GRPOLoopConfig(max_steps=1, prompts_per_step=2, num_generations=2, beta=0.1, max_completion_length=2),
                     eval_fn=lambda m: task.evaluate(m, tok, heldout))
     keys = {k for row in loop.train() for k in row}
     assert {"loss/policy", "loss/kl", "stats/share_prompt", "eval/accuracy", "reward/exact_match"} <= keys
@@ -54,7 +55,7 @@ def test_every_row_has_every_key_the_docstring_lists_and_the_schedule(num_iterat
     tok = build_tokenizer()
     task = ArithmeticTask(n_eval=8)
     rows, heldout = task.splits()
-    cfg = GRPOConfig(max_steps=3, prompts_per_step=2, num_generations=4, max_completion_length=3,
+    cfg = GRPOLoopConfig(max_steps=3, prompts_per_step=2, num_generations=4, max_completion_length=3,
                      learning_rate=1e-3, lr_scheduler_type="linear", num_iterations=num_iterations, seed=0)
     history = GRPOLoop(build_model(tok, seed=0), tok, [exact_match_reward()], rows, cfg,
                        eval_fn=lambda m: task.evaluate(m, tok, heldout)).train()

@@ -21,7 +21,8 @@ import torch
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 from sdpo_kit.core.sampling import completion_logprobs, sample
 from sdpo_kit.course import profile_table
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.lab.model import LabConfig
 from sdpo_kit.lab.tasks import ArithmeticTask, make_task, prompt_text
 from sdpo_kit.losses import group_advantages, grpo_loss
@@ -99,7 +100,7 @@ def test_grpo_loop_logs_one_row_per_step_on_the_inline_schedule(lab_task):
         return task.evaluate(model, tok, heldout_rows[:32], max_new_tokens=LAB["max_new_tokens"])
 
     acc_start = evaluate(policy)
-    cfg = GRPOConfig(max_steps=steps, prompts_per_step=4, num_generations=LAB["group"], learning_rate=lr,
+    cfg = GRPOLoopConfig(max_steps=steps, prompts_per_step=4, num_generations=LAB["group"], learning_rate=lr,
                      max_grad_norm=1.0, temperature=LAB["temperature"], max_completion_length=LAB["max_new_tokens"],
                      loss_type="dapo", beta=0.0, num_iterations=1, eval_every=2, seed=0, lr_scheduler_type="linear")
     hist = GRPOLoop(policy, tok, [exact_match_reward(rule=task.rule)], train_rows, cfg, eval_fn=evaluate).train()

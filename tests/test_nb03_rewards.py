@@ -12,8 +12,8 @@ import pytest
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 from sdpo_kit.course.profiles.nb03 import PROFILES
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
-from sdpo_kit.lab.answers import extract_answer, is_correct
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import completion_text
 from sdpo_kit.rewards import (
@@ -24,6 +24,7 @@ from sdpo_kit.rewards import (
     make_reward,
     tag_format_reward,
 )
+from sdpo_kit.text.answers import extract_answer, is_correct
 
 # (completion, right under first_line, under auto, under first_number), the answer 9 (notebook 03, section 1)
 RULE_TABLE = [
@@ -102,7 +103,7 @@ def hack_loop(model, tok, tmp_path, beta=0.0, steps=3, G=4):
     """Notebook 03's hack_run without the dashboard: GRPO on the self-scored inverse loss with exact match
     and distinct-in-group as monitors (weight 0)."""
     rewards = make_reward([{"type": "inverse_loss", "scorer": "policy"}, "exact_match"], model, tok)
-    cfg = GRPOConfig(max_steps=steps, prompts_per_step=2, num_generations=G, learning_rate=3e-4,
+    cfg = GRPOLoopConfig(max_steps=steps, prompts_per_step=2, num_generations=G, learning_rate=3e-4,
                      max_completion_length=4, eval_every=0, seed=0, beta=beta, log_completions_every=1,
                      output_dir=str(tmp_path))
     return GRPOLoop(model, tok, rewards + [distinct_in_group(G)], TRAIN, cfg, reward_weights=[1.0, 0.0, 0.0])

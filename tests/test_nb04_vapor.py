@@ -17,7 +17,8 @@ from sdpo_kit.course import profile_table
 from sdpo_kit.lab.model import build_tokenizer
 from sdpo_kit.lab.tasks import make_task
 from sdpo_kit.losses import group_advantages, vapor_loss
-from sdpo_kit.vapor.loop import VAPORLoopConfig, vapor_objective
+from sdpo_kit.vapor.config import VAPORLoopConfig
+from sdpo_kit.vapor.loop import vapor_objective
 from sdpo_kit.vapor.parts import preference_batch
 from sdpo_kit.vapor.spans import find_span_token_indices, token_char_offsets
 

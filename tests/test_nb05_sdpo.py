@@ -22,7 +22,7 @@ from sdpo_kit.course.profiles.nb05 import PROFILES
 from sdpo_kit.lab.skill import TEMPLATES
 from sdpo_kit.losses import sdpo_loss, token_logprobs
 from sdpo_kit.registry import load_config
-from sdpo_kit.sdpo.loop import SDPOLoopConfig
+from sdpo_kit.sdpo.config import SDPOLoopConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB_YAML = ROOT / "configs" / "sdpo_lab.yaml"
@@ -157,8 +157,8 @@ def test_teacher_qualitys_token_win_is_the_naive_count(tmp_path, monkeypatch):
     from sdpo_kit.core.sampling import generate_completions
     from sdpo_kit.lab.model import LabConfig, warm_start
     from sdpo_kit.lab.tasks import make_task
-    from sdpo_kit.sdpo.reprompt import reprompt
     from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.text.reprompt import reprompt
 
     cfg = LabConfig(task="long_addition", digits=2, terms=2, n_eval=40, sft_steps=300, copy_fraction=0.0,
                     max_position_embeddings=256, hidden_size=32, intermediate_size=64, sft_batch_size=16,

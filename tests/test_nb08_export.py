@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 from safetensors.torch import load_file
 
-from sdpo_kit.cli import train
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB, pick_profile
 from sdpo_kit.course.profiles.nb08 import PROFILES
 from sdpo_kit.deploy.export import ExportError, export
 from sdpo_kit.deploy.verl import COLUMNS, export_verl, verl_available
 from sdpo_kit.registry import config_from_dict
+from sdpo_kit.training import train
 
 NOTEBOOK_KEYS = {"lora", "task", "lr", "steps", "prompts", "group", "max_new_tokens", "lora_steps", "n_check",
                  "gguf_quants", "num_threads", "ppo_teacher", "fp16_max_logit_diff"}

@@ -342,7 +342,8 @@ def test_liveplot_as_a_scratch_grpo_loop_callback(tmp_path):
     """``GRPOLoop(callbacks=[plot])`` feeds the plot every row the loop logs, in order."""
     import torch
 
-    from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+    from sdpo_kit.grpo.config import GRPOLoopConfig
+    from sdpo_kit.grpo.loop import GRPOLoop
     from sdpo_kit.lab.model import build_model, build_tokenizer
     from sdpo_kit.lab.tasks import ArithmeticTask
     from sdpo_kit.rewards import exact_match_reward
@@ -352,7 +353,7 @@ def test_liveplot_as_a_scratch_grpo_loop_callback(tmp_path):
     model = build_model(tok)
     train, _ = ArithmeticTask(n_eval=4).splits()
     plot = LivePlot(png_path=tmp_path / "loop.png")
-    cfg = GRPOConfig(max_steps=2, prompts_per_step=2, num_generations=2, max_completion_length=3)
+    cfg = GRPOLoopConfig(max_steps=2, prompts_per_step=2, num_generations=2, max_completion_length=3)
     loop = GRPOLoop(model, tok, [exact_match_reward()], train, cfg, eval_fn=lambda m: 0.25,
                     callbacks=[plot])
     history = loop.train()

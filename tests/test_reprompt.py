@@ -16,8 +16,9 @@ from trl.experimental.sdpo.sdpo_trainer import SuccessfulRolloutTeacherContextBu
 
 from sdpo_kit.core.sampling import encode_prompts  # noqa: E402
 from sdpo_kit.lab.model import build_tokenizer  # noqa: E402
-from sdpo_kit.sdpo.loop import SDPOLoopConfig, teacher_prompt_batch  # noqa: E402
-from sdpo_kit.sdpo.reprompt import (  # noqa: E402
+from sdpo_kit.sdpo.config import SDPOLoopConfig  # noqa: E402
+from sdpo_kit.sdpo.teacher import teacher_prompt_batch  # noqa: E402
+from sdpo_kit.text.reprompt import (  # noqa: E402
     SOLUTION_TEMPLATE,
     build_teacher_prompts,
     fit_teacher_prompts,

@@ -12,7 +12,8 @@ import torch
 
 from sdpo_kit import cli
 from sdpo_kit.core.checkpoint import list_checkpoints
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import add_peft_lora, lora_kwargs
@@ -55,7 +56,7 @@ def make_loop(tok, out, lora=False, **cfg):
     model = build_model(tok, seed=0)
     if lora:
         model = add_peft_lora(model, lora_kwargs(4))
-    config = GRPOConfig(**{**dict(max_steps=6, prompts_per_step=3, num_generations=4, num_iterations=2, beta=0.05,
+    config = GRPOLoopConfig(**{**dict(max_steps=6, prompts_per_step=3, num_generations=4, num_iterations=2, beta=0.05,
                                   max_completion_length=3, learning_rate=3e-3, lr_scheduler_type="linear",
                                   eval_every=2, save_steps=2, seed=3, output_dir=str(out)), **cfg})
     return GRPOLoop(model, tok, [exact_match_reward(), char_reward], rows, config,

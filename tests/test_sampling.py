@@ -81,14 +81,15 @@ def test_completion_mask_from_eos_takes_one_id_or_a_list():
 
 def test_top_k_reaches_both_backends(tok, tmp_path):
     """trainer.top_k / top_p (TRL's names, default 0 / 1.0: plain sampling) reach the scratch
-    sampler (top_k=1 makes every completion of a group the greedy one) and TRL's GRPOConfig."""
-    from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+    sampler (top_k=1 makes every completion of a group the greedy one) and TRL's GRPOLoopConfig."""
+    from sdpo_kit.grpo.config import GRPOLoopConfig
+    from sdpo_kit.grpo.loop import GRPOLoop
     from sdpo_kit.grpo.trl import grpo_args
     from sdpo_kit.registry import config_from_dict
 
     rows = [{"prompt": p, "answer": "0"} for p in PROMPTS]
     loop = GRPOLoop(build_model(tok, seed=0), tok, [lambda prompts, completions, **kw: [0.0] * len(completions)], rows,
-                    GRPOConfig(prompts_per_step=3, num_generations=4, max_completion_length=6, top_k=1))
+                    GRPOLoopConfig(prompts_per_step=3, num_generations=4, max_completion_length=6, top_k=1))
     ro, _, _ = loop.rollout(rows)
     groups = [ro.texts[i:i + 4] for i in range(0, 12, 4)]
     assert all(len(set(g)) == 1 for g in groups)

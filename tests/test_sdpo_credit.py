@@ -11,7 +11,7 @@ import torch
 from test_losses_sdpo import batch as losses_batch
 
 from sdpo_kit.core.logprobs import masked_mean, token_logprobs
-from sdpo_kit.sdpo.loop import SDPOLoopConfig
+from sdpo_kit.sdpo.config import SDPOLoopConfig
 from sdpo_kit.sdpo.loss import sdpo_loss, sdpo_per_token_loss
 
 F64 = {"rtol": 1e-10, "atol": 1e-12}

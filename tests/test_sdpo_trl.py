@@ -96,7 +96,9 @@ def test_scratch_backend_equals_the_trl_subclass_on_one_batch(lab, tmp_path, sdp
     same teacher prompts and teacher weights: the same loss and gradients (our ``sequence`` mode
     and ``distillation_loss_scale`` included, which TRL's own trainer lacks)."""
     from sdpo_kit.losses import group_advantages
-    from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig, teacher_prompt_batch
+    from sdpo_kit.sdpo.config import SDPOLoopConfig
+    from sdpo_kit.sdpo.loop import SDPOLoop
+    from sdpo_kit.sdpo.teacher import teacher_prompt_batch
 
     path, tok = lab
     rows = [dict(r) for r in ArithmeticTask(n_eval=10).splits()[0][:2]]

@@ -12,7 +12,7 @@ from sdpo_kit.lab.feedback import digit_feedback, direction_feedback, place_name
 from sdpo_kit.lab.model import LabConfig, cycles, interleave, sft, warm_start
 from sdpo_kit.lab.skill import KINDS, TEMPLATES, context_rows, near_miss
 from sdpo_kit.lab.tasks import make_task
-from sdpo_kit.sdpo.reprompt import reprompt
+from sdpo_kit.text.reprompt import reprompt
 
 
 def test_digit_feedback_names_the_wrong_places_and_masks_them():

@@ -8,7 +8,8 @@ import functools
 import pytest
 
 from sdpo_kit.core import sampling as generation
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import TASKS, ArithmeticTask, Task, answers_match, is_correct, make_task, normalise_answer
 from sdpo_kit.lab.word_problems import WordProblemTask
@@ -100,7 +101,7 @@ def test_a_signature_declared_column_is_checked_before_training():
     model = build_model(tok, seed=0)
     rows = [{"prompt": "1+1=", "answer": "2"}]
     with pytest.raises(ValueError, match="'target'"):
-        GRPOLoop(model, tok, [target_reward], rows, GRPOConfig(max_steps=1, prompts_per_step=1))
+        GRPOLoop(model, tok, [target_reward], rows, GRPOLoopConfig(max_steps=1, prompts_per_step=1))
 
 
 def test_vapor_task_rows_have_a_seeded_preference_pair():

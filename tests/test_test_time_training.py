@@ -12,8 +12,8 @@ from sdpo_kit.core.sampling import Rollout, completion_logprobs, encode_prompts,
 from sdpo_kit.lab.tasks import ArithmeticTask, is_correct
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import exact_match_reward, feedback_reward
-from sdpo_kit.sdpo import test_time_training as tts
-from sdpo_kit.sdpo.reprompt import reprompt
+from sdpo_kit.sdpo import at_test_time as tts
+from sdpo_kit.text.reprompt import reprompt
 
 # the copy warm start's own form (configs/sdpo_feedback.yaml): the teacher reads "Correct answer: N" and copies it
 TEMPLATES = dict(reprompt_template="{prompt}{solution}{feedback}", feedback_template="\nCorrect answer: {feedback_raw}")

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from sdpo_kit.core.trackers import Trackers, check_report_to, scalars
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import ArithmeticTask
@@ -30,7 +31,7 @@ def tok():
 
 def run(tok, out, report_to):
     rows = ArithmeticTask(n_eval=8, seed=0).splits()[0]
-    cfg = GRPOConfig(max_steps=STEPS, prompts_per_step=2, num_generations=4, max_completion_length=3,
+    cfg = GRPOLoopConfig(max_steps=STEPS, prompts_per_step=2, num_generations=4, max_completion_length=3,
                      output_dir=str(out), report_to=report_to, log_completions_every=0)
     return [r for r in GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, cfg).train() if "loss" in r]
 
@@ -50,7 +51,7 @@ def test_report_to_names():
     with pytest.raises(ValueError, match="report_to"):
         check_report_to("mlflow")
     with pytest.raises(ValueError, match="report_to"):
-        GRPOConfig(report_to="tensorbord")
+        GRPOLoopConfig(report_to="tensorbord")
     assert scalars({"step": 2, "loss": 0.5, "eval/accuracy": None, "x": float("nan"), "flag": True}) == {"loss": 0.5}
 
 
@@ -129,7 +130,7 @@ BEFORE = [(-0.1374938189983368, 0.4464285671710968, 0.0851229801774025),
 
 def unchanged_run(tok, callbacks=(), **cfg):
     rows = ArithmeticTask(n_eval=8, seed=0).splits()[0]
-    config = GRPOConfig(**{**dict(max_steps=4, prompts_per_step=2, num_generations=4, max_completion_length=3,
+    config = GRPOLoopConfig(**{**dict(max_steps=4, prompts_per_step=2, num_generations=4, max_completion_length=3,
                                   num_iterations=2, beta=0.05, learning_rate=3e-3, seed=1), **cfg})
     loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, config, callbacks=callbacks)
     return [(r["loss"], r["reward/mean"], r["loss/kl"]) for r in loop.train()]

@@ -21,7 +21,7 @@ def test_installed_trl_is_one_we_support():
 
 
 def test_the_names_we_import_from_trl_exist():
-    """GRPOConfig / GRPOTrainer (trl_grpo), the SDPO reference (the SDPO track) and the
+    """GRPOConfig / GRPOTrainer (grpo/trl.py), the SDPO reference (the SDPO track) and the
     TrainerCallback base (metrics, plots), from the same places in 1.15 and 1.16."""
     from transformers import TrainerCallback  # noqa: F401
     from trl import GRPOConfig, GRPOTrainer  # noqa: F401

@@ -15,8 +15,22 @@ TAGS = ("<answer>", "</answer>")
 SOLUTION = re.compile(r"^(\d+(?: [+-] \d+)+) = (\d+) <answer>(\d+)</answer>$")
 
 
-def test_registered_on_import_of_the_lab():
-    """``make_task("vapor_word_problems")`` works with nothing but the lab imported, and reads answers in tags."""
+def test_registered_by_its_package_and_known_to_the_registry():
+    """``make_task("vapor_word_problems")`` works once ``sdpo_kit.vapor`` is imported (this module imports it), and
+    ``registry.make_task`` knows it with nothing else imported; the lab alone does not (it stands below vapor/), and
+    its error says where the task registers. The task reads answers in tags."""
+    import subprocess
+    import sys
+
+    from sdpo_kit.registry import make_task as make_any_task
+
+    assert make_any_task(name="vapor_word_problems", n_eval=10).name == "vapor_word_problems"
+    lab_only = ("from sdpo_kit.lab.tasks import make_task\n"
+                "try:\n    make_task('vapor_word_problems')\nexcept ValueError as e:\n    print(e)\n"
+                "import sdpo_kit.registry\nprint(make_task('vapor_word_problems', n_eval=2).name)")
+    out = subprocess.run([sys.executable, "-c", lab_only], capture_output=True, text=True, check=True).stdout
+    assert "unknown task 'vapor_word_problems'" in out and "sdpo_kit.vapor.tasks" in out, out
+    assert out.strip().endswith("vapor_word_problems"), out
     task = make_task("vapor_word_problems", n_eval=10)
     assert isinstance(task, VaporWordProblemTask) and isinstance(task, Task)
     assert task.rule == "answer_tag" and task.name == "vapor_word_problems"

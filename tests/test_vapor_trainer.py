@@ -14,7 +14,8 @@ from sdpo_kit.lab.tasks import make_task
 from sdpo_kit.models import add_peft_lora, lora_kwargs
 from sdpo_kit.registry import config_from_dict, load_config
 from sdpo_kit.rewards import exact_match_reward
-from sdpo_kit.vapor.loop import VAPORLoop, VAPORLoopConfig
+from sdpo_kit.vapor.config import VAPORLoopConfig
+from sdpo_kit.vapor.loop import VAPORLoop
 from sdpo_kit.vapor.parts import completion_span_mask, preference_batch, preference_span_logps
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -8,7 +8,8 @@ import datasets
 import pytest
 
 from sdpo_kit.core.metrics import MetricsSink, ZeroSignalWatch
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy
@@ -51,7 +52,7 @@ def test_scratch_loop_warns_when_no_completion_can_score(tmp_path, caplog):
     """A GRPO run whose reward pays nothing: the scratch loop logs the warning after
     zero_signal_steps steps, and writes each completion's reference answer to completions.jsonl."""
     model, tok = load_policy("tiny-lab")
-    cfg = GRPOConfig(max_steps=3, prompts_per_step=2, num_generations=2, max_completion_length=4, eval_every=0,
+    cfg = GRPOLoopConfig(max_steps=3, prompts_per_step=2, num_generations=2, max_completion_length=4, eval_every=0,
                      output_dir=str(tmp_path), log_completions_every=1, zero_signal_steps=2, seed=0)
     with caplog.at_level(logging.WARNING, logger="sdpo_kit"):
         loop = GRPOLoop(model, tok, [zero_reward], TRAIN, cfg)
@@ -80,8 +81,8 @@ def test_trl_backend_warns_the_same_way(tmp_path, caplog):
 def test_cli_evaluates_with_the_runs_completion_budget(monkeypatch, tmp_path):
     """``sdpo-kit train`` evaluates held-out accuracy within trainer.max_completion_length, not the
     task's own (character-sized) default."""
-    from sdpo_kit import cli
     from sdpo_kit.registry import config_from_dict
+    from sdpo_kit.training import train
 
     seen = []
     original = ArithmeticTask.evaluate
@@ -95,7 +96,7 @@ def test_cli_evaluates_with_the_runs_completion_budget(monkeypatch, tmp_path):
                             "trainer": {"max_steps": 1, "prompts_per_step": 2, "num_generations": 2,
                                         "max_completion_length": 6, "eval_every": 0},
                             "output_dir": str(tmp_path)})
-    cli.train(cfg)
+    train(cfg)
     assert seen and set(seen) == {6}
 
 
@@ -107,7 +108,7 @@ def test_a_gradient_left_on_the_model_does_not_leak_into_a_step():
 
     model, tok = load_policy("tiny-lab")
     start = {n: p.detach().clone() for n, p in model.named_parameters()}
-    cfg = GRPOConfig(max_steps=1, prompts_per_step=2, num_generations=4, max_completion_length=4, eval_every=0,
+    cfg = GRPOLoopConfig(max_steps=1, prompts_per_step=2, num_generations=4, max_completion_length=4, eval_every=0,
                      max_grad_norm=float("inf"), temperature=1.0, seed=0)
 
     def one_step(stale: bool):

@@ -4,7 +4,7 @@ read them after trying."""
 
 from __future__ import annotations
 
-from sdpo_kit.lab.answers import completion_text, is_correct
+from sdpo_kit.text.answers import completion_text, is_correct
 
 
 def no_empty(fn, penalty: float = -10.0):

@@ -1,6 +1,7 @@
 """The shared machinery every algorithm runs on; it never imports an algorithm folder.
 
-    logprobs.py    per-token log-probs without a (B, T, V) copy, masked reductions, KL k1 / k2 / k3
+    logprobs.py    ``tempered`` (the one place a temperature meets the logits), per-token log-probs without a
+                   (B, T, V) copy, masked reductions, KL k1 / k2 / k3
     sampling.py    on-policy sampling (a complete GenerationConfig), prompt encoding, completion log-probs
     scratch.py     the scaffold every scratch loop runs in: RunConfig, row sampler, optimizer and
                    schedule, evaluation schedule, metrics sink, checkpoints and resume

@@ -6,7 +6,7 @@
     task:       name (a key of ``lab.tasks.TASKS``) and that task's options (digits, terms, n_eval, ...)
     reward:     one dict or a list of dicts, each with ``type`` (options go to ``rewards.make_reward``)
     trainer:    the fields of the registered trainer's own config dataclass, e.g.
-                ``grpo.loop.GRPOConfig`` (scratch) or ``grpo.trl.TRLGRPOConfig`` (trl)
+                ``grpo.config.GRPOLoopConfig`` (scratch) or ``grpo.config.TRLGRPOConfig`` (trl)
     output_dir: where metrics.jsonl, checkpoints, the model and the plot go
     threads:    torch CPU threads (0: 1 for the tiny lab, else up to 4)
 
@@ -67,6 +67,20 @@ class Config:
         out["model"] = asdict(self.model)
         out["trainer"] = {k: v for k, v in asdict(self.trainer).items() if k != "output_dir"} if self.trainer else {}
         return _plain(out)
+
+
+# every trainer config's default completion budget (GRPOSettings and so VAPOR's and SDPO's, TeacherStudentPPOConfig)
+DEFAULT_COMPLETION_LENGTH = 8
+
+
+def completion_budget(trainer) -> int:
+    """The run's completion budget: ``trainer.max_completion_length`` (tokens; characters on the tiny lab).
+
+    The one place a run's budget is read outside its trainer: held-out evaluation during training and the
+    preflight's memory estimate (``sdpo_kit.training``) and ``sdpo-kit eval`` (``deploy/evaluate.py``) use the
+    number the trainer samples with. Every registered trainer's config declares the field, with the default
+    ``DEFAULT_COMPLETION_LENGTH``; a trainer section without it (not one the registry builds) gets that default."""
+    return getattr(trainer, "max_completion_length", DEFAULT_COMPLETION_LENGTH)
 
 
 def _plain(x):

@@ -24,8 +24,22 @@ CHUNK_ELEMENTS = 2**24
 
 
 # ---------------------------------------------------------------------------------------
-# log-probs
+# temperature and log-probs
 # ---------------------------------------------------------------------------------------
+def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Logits at temperature tau: the distribution a sampler at tau draws from is their softmax,
+
+        pi_tau(y) = softmax(z / tau)_y = exp(z_y / tau) / sum_v exp(z_v / tau)
+
+    ``logits / temperature``, in the logits' dtype and shape (any), so every trainer scores the
+    same pi its samples came from (TRL divides the same way). The one place the sampling
+    temperature meets the logits: the scratch loops, the TRL trainers, test-time SDPO and
+    ``token_logprobs`` all call it (and Hinton's distillation temperature in ``ppo.loss``).
+    tau = 1 divides too, a bitwise copy: callers that skip it there say so.
+    """
+    return logits / temperature                                                # same shape as logits
+
+
 def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: float = 1.0,
                    chunk_rows: int | None = None) -> torch.Tensor:
     """log pi(y_t | y_<t) of the given ``labels`` under ``logits``:
@@ -59,7 +73,7 @@ def token_logprobs(logits: torch.Tensor, labels: torch.Tensor, temperature: floa
         for t in range(0, T, width):
             z = logits[b:b + seqs, t:t + width].to(dtype)                      # (b, t, V) a copy only for bf16 / fp16
             if temperature != 1.0:
-                z = z / temperature                                            # (b, t, V)
+                z = tempered(z, temperature)                                   # (b, t, V)
             y = labels[b:b + seqs, t:t + width].unsqueeze(-1)                  # (b, t, 1)
             row.append(z.gather(-1, y).squeeze(-1) - torch.logsumexp(z, dim=-1))  # (b, t)
         out.append(torch.cat(row, 1))                                          # (b, T)

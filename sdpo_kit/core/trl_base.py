@@ -28,9 +28,9 @@
   with ``'NoneType' object has no attribute 'apply'``. trl 1.16 falls back to torch off-GPU.
   ``cpu_args_on_gpu(args)``: beside a GPU, the ``cpu`` preset moves there on such a TRL.
 
-TRL 1.15 and 1.16: every name imported from TRL here and in ``trl_grpo.py`` (``GRPOConfig``,
-``GRPOTrainer``, ``TrainerCallback`` via transformers) is in the same place in both, and
-``GRPOConfig`` has the same fields (only ``pad_to_multiple_of``'s default differs), so no
+TRL 1.15 and 1.16: every name imported from TRL here and in the algorithms' ``trl.py`` files
+(``trl.GRPOConfig``, ``trl.GRPOTrainer``, ``TrainerCallback`` via transformers) is in the same place in
+both, and ``trl.GRPOConfig`` has the same fields (only ``pad_to_multiple_of``'s default differs), so no
 import needs a fallback today; a name that moves gets a ``try / except ImportError`` here.
 
 Left out on purpose: vLLM's server mode, multi-GPU launch, TRL's own eval loop (``eval_fn`` is ours).

@@ -5,7 +5,7 @@
     sdpo-kit eval smollm2-135m --config configs/first_run.yaml          # a model name (the base, untrained)
 
 The config gives the task (its held-out rows and its answer rule) and the completion budget
-(``trainer.max_completion_length``, else the task's own), so a base model, a run and its export are measured
+(``core.config.completion_budget``: ``trainer.max_completion_length``), so a base model, a run and its export are measured
 the same way as the run measured itself: greedy, the same questions, the same rule.
 
 Left out on purpose: sampled (pass@k) metrics; ``sdpo.multi_turn.best_of_n`` counts those.
@@ -54,7 +54,7 @@ def load_target(target: str, config=None):
     lab = None
     if target == "tiny-lab" and config is not None:   # the warm start follows the config's task, as in training
         from sdpo_kit.lab.model import lab_config_for
-        from sdpo_kit.lab.tasks import make_task
+        from sdpo_kit.registry import make_task
 
         lab = lab_config_for(config, make_task(**config.task))
     try:
@@ -66,8 +66,9 @@ def load_target(target: str, config=None):
 
 def evaluate(target: str, config) -> Evaluation:
     """Held-out greedy accuracy of ``target`` on ``config``'s task, with its rule and completion budget."""
-    from sdpo_kit.lab.answers import rule_name
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.core.config import completion_budget
+    from sdpo_kit.registry import make_task
+    from sdpo_kit.text.answers import rule_name
 
     task = make_task(**config.task)
     _, heldout = task.splits()
@@ -79,6 +80,6 @@ def evaluate(target: str, config) -> Evaluation:
             warnings.warn(f"{target} trained on task {run_task.get('name')!r}; evaluating it on --config's "
                           f"{config.task.get('name')!r}", stacklevel=2)
     model, tok, kind = load_target(target, config)
-    budget = getattr(config.trainer, "max_completion_length", None) or task.max_completion_tokens()
+    budget = completion_budget(config.trainer)
     accuracy = task.evaluate(model, tok, heldout, max_new_tokens=budget)
     return Evaluation(str(target), kind, accuracy, len(heldout), rule_name(task.rule), budget)

@@ -87,12 +87,12 @@ def _lab_recipe(run_dir, model: ModelConfig, task: dict) -> dict:
 
     from sdpo_kit.core.config import ConfigError
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import TASKS, make_task
+    from sdpo_kit.registry import TASKS, make_task
 
     name = task.get("name", "arithmetic")
     if name not in TASKS:
         raise ExportError(f"{run_dir}: the tiny lab's warm start (this adapter's base) is made from the run's task, "
-                          f"and task {name!r} is not registered here (sdpo_kit.lab.tasks.TASKS): export from Python "
+                          f"and task {name!r} is not registered here (sdpo_kit.registry.TASKS): export from Python "
                           "after registering it (sdpo_kit.deploy.export.export)")
     try:
         built = make_task(**task)

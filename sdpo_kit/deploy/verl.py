@@ -89,7 +89,7 @@ WITH_FEEDBACK = {with_feedback!r}
 @lru_cache(maxsize=1)
 def _rewards():
     from sdpo_kit.rewards import make_reward
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import make_task
 
     return make_reward(REWARD_SPECS, task=make_task(**TASK_SPEC))
 
@@ -238,7 +238,7 @@ def export_verl(cfg, out_dir, *, n_gpus_per_node: int = 1, nnodes: int = 1, max_
     import tempfile
 
     from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.registry import make_task
 
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():

@@ -12,7 +12,7 @@ and the same number of updates on both backends. The loop around ``step()`` (row
 optimizer and schedule, evaluation, metrics.jsonl, checkpoints and resume) is the shared
 scaffold, ``core.scratch.ScratchTrainer``.
 
-Metric keys it logs (one row per step, the keys ``trl_grpo`` writes too; see ``sdpo_kit.core.metrics``):
+Metric keys it logs (one row per step, the keys ``grpo/trl.py`` writes too; see ``sdpo_kit.core.metrics``):
     step, reward/mean, reward/std, reward/<func name>, loss, loss/policy, loss/kl,
     stats/clip_frac, stats/clip_frac_low, stats/clip_frac_high, stats/ratio_mean,
     stats/frac_zero_std, stats/learning_rate, stats/share_prompt, completion/mean_length,
@@ -20,7 +20,7 @@ Metric keys it logs (one row per step, the keys ``trl_grpo`` writes too; see ``s
     step included), and eval/accuracy (time/eval_s) at step 0, every ``eval_every`` steps and at the end.
 
 Left out on purpose: distributed training, gradient accumulation, vLLM; TRL's GRPOTrainer
-does those, see ``trl_grpo.py``. A PEFT / LoRA model trains its adapter only.
+does those, see ``grpo/trl.py``. A PEFT / LoRA model trains its adapter only.
 """
 
 from __future__ import annotations
@@ -28,65 +28,16 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
 from sdpo_kit.core.completions import reward_columns
 from sdpo_kit.core.sampling import SharePromptUnsupported, completion_logprobs, sample, shared_prompt_logprobs
-from sdpo_kit.core.scratch import RunConfig, ScratchTrainer
+from sdpo_kit.core.scratch import ScratchTrainer
 from sdpo_kit.core.utils import eval_mode
-from sdpo_kit.grpo.loss import LOSS_TYPES, SCALE_REWARDS, group_advantages, grpo_loss
+from sdpo_kit.grpo.config import SHARE_PROMPT, GRPOConfig, GRPOLoopConfig, GRPOSettings  # noqa: F401 (re-exported)
+from sdpo_kit.grpo.loss import group_advantages, grpo_loss
 from sdpo_kit.rewards import check_columns, compute_rewards_with_feedback, reward_name
-
-SHARE_PROMPT = (True, False, "auto")
-
-
-@dataclass
-class GRPOSettings(RunConfig):
-    """GRPO's knobs, the same on both backends (TRL's GRPOConfig names)."""
-
-    num_generations: int = 8          # G
-    num_iterations: int = 1           # mu: optimisation passes over each batch
-    temperature: float = 1.0
-    top_k: int = 0                    # 0: no top-k; with top-k / top-p the samples leave the loss's pi (as in TRL)
-    top_p: float = 1.0
-    max_completion_length: int = 8
-    epsilon: float = 0.2
-    epsilon_high: float | None = None
-    beta: float = 0.0                 # k3 KL weight; > 0 keeps a frozen reference copy
-    loss_type: str = "dapo"
-    scale_rewards: str = "group"
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.num_generations < 2:
-            raise ValueError("num_generations must be >= 2: a group of one has no baseline")
-        if self.num_iterations < 1 or self.max_completion_length < 1 or self.temperature <= 0:
-            raise ValueError("num_iterations and max_completion_length must be >= 1, temperature > 0")
-        if self.top_k < 0 or not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_k must be >= 0 and top_p in (0, 1], got {self.top_k}, {self.top_p}")
-        if self.loss_type not in LOSS_TYPES:
-            raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
-        if self.scale_rewards not in SCALE_REWARDS:
-            raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {self.scale_rewards!r}")
-
-
-@dataclass
-class GRPOConfig(GRPOSettings):
-    """The scratch loop's config: GRPO's knobs plus how the forward runs.
-
-    ``share_prompt``: run each prompt once for its G completions (same numbers, faster).
-    ``"auto"`` checks it against the plain forward on the first batch and falls back, with a
-    warning, if this model cannot share; ``True`` fails loudly instead; ``False`` never shares.
-    """
-
-    share_prompt: bool | str = "auto"
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.share_prompt not in SHARE_PROMPT:
-            raise ValueError(f"share_prompt must be one of {SHARE_PROMPT}, got {self.share_prompt!r}")
 
 
 class GRPOLoop(ScratchTrainer):
@@ -96,18 +47,18 @@ class GRPOLoop(ScratchTrainer):
         model, tokenizer: a causal LM and its tokenizer (chat template for chat prompts).
         reward_funcs: TRL-signature reward functions; their sum (``reward_weights``) is the reward.
         train_rows: dicts with ``prompt`` and the columns the rewards need (checked here).
-        config: a ``GRPOConfig``.
+        config: a ``GRPOLoopConfig``.
         eval_fn: ``eval_fn(model) -> float`` (e.g. a task's held-out greedy accuracy), optional.
         callbacks: callables ``cb(metrics: dict)`` run after each logged step (``LivePlot``...).
     """
 
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
-                 config: GRPOConfig | None = None, *, eval_fn: Callable | None = None,
+                 config: GRPOLoopConfig | None = None, *, eval_fn: Callable | None = None,
                  callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):
         if not train_rows:
             raise ValueError("train_rows is empty")
         check_columns(train_rows[0].keys(), reward_funcs)
-        config = config or GRPOConfig()
+        config = config or GRPOLoopConfig()
         super().__init__(model, tokenizer, train_rows, config, eval_fn=eval_fn, callbacks=callbacks)
         self.reward_funcs, self.reward_weights = list(reward_funcs), reward_weights
         self.ref_model = None
@@ -133,7 +84,7 @@ class GRPOLoop(ScratchTrainer):
         return ro, rewards, per_func
 
     def sample_batch(self, rows: list[dict]):
-        """G completions per row's prompt, G rows per prompt in a row (``generation.Rollout``)."""
+        """G completions per row's prompt, G rows per prompt in a row (``core.sampling.Rollout``)."""
         cfg = self.config
         with self.phase("sample"):
             return sample(self.model, self.tokenizer, [r["prompt"] for r in rows], max_new_tokens=cfg.max_completion_length,

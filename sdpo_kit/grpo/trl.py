@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import torch
 
@@ -53,26 +52,13 @@ from sdpo_kit.core.trl_base import (
     resolve_preset,
     split_callbacks,
 )
-from sdpo_kit.grpo.loop import GRPOSettings
+from sdpo_kit.grpo.config import TRLGRPOConfig  # noqa: F401 (re-exported: the registry and older imports)
 from sdpo_kit.rewards import check_columns, checked
 
 # config keys TRL does not know
 OURS_ONLY = ("prompts_per_step", "eval_every", "mixed_precision", "log_completions_every", "zero_signal_fraction",
              "zero_signal_steps")
 DEFAULT_ARGS = {"per_device_train_batch_size": 64, "num_generations": 8}
-
-
-@dataclass
-class TRLGRPOConfig(GRPOSettings):
-    """The TRL backend's config: GRPO's knobs (same names and defaults as the scratch loop),
-    the preset, and ``trl_args`` for any other ``trl.GRPOConfig`` field."""
-
-    preset: str = "auto"              # cpu | t4 | t4_vllm | auto (t4 when CUDA is there)
-    trl_args: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        super().__post_init__()
-        resolve_preset(self.preset)  # raises on an unknown preset
 
 
 def _trl_fields(args_class=None) -> set[str]:
@@ -100,10 +86,8 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
                          f"nor sdpo_kit names {list(OURS_ONLY)}")
     args = {**BASE_ARGS, **DEFAULT_ARGS, **resolve_preset(preset), "output_dir": str(output_dir)}
     overrides = {k: v for k, v in overrides.items() if v is not None or k == "epsilon_high"}
-    overrides.pop("eval_every", None)
-    overrides.pop("log_completions_every", None)  # ours: MetricsCallback writes completions.jsonl
-    overrides.pop("zero_signal_fraction", None)   # ours: MetricsCallback's ZeroSignalWatch
-    overrides.pop("zero_signal_steps", None)
+    for key in ("eval_every", "log_completions_every", "zero_signal_fraction", "zero_signal_steps"):
+        overrides.pop(key, None)  # ours, read by MetricsCallback (evaluations, completions.jsonl, ZeroSignalWatch)
     prompts_per_step = overrides.pop("prompts_per_step", None)
     mixed_precision = overrides.pop("mixed_precision", "auto")
     if mixed_precision != "auto":  # the scratch loops' knob, in transformers' flags
@@ -201,14 +185,12 @@ def build_from_config(model, tokenizer, reward_funcs, train_rows, config: TRLGRP
                       reward_weights: Sequence[float] | None = None, verbose: bool = False,
                       trainer_class=None, args_class=None):
     """``build_trl_grpo_trainer`` from a ``TRLGRPOConfig`` (what the CLI and the registry call).
-    Every field of the config except ``preset`` and ``trl_args`` is a TRL argument (ours mapped)."""
+    Every field of the config except ``preset`` and ``trl_args`` is a TRL argument (ours mapped);
+    ``eval_every`` and ``log_completions_every`` reach the builder's own keywords of those names."""
     knobs = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in ("preset", "trl_args")}
     output_dir = knobs.pop("output_dir") or "runs/trl_grpo"
-    eval_every = knobs.pop("eval_every")
-    log_every = knobs.pop("log_completions_every")
     return build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_rows, preset=config.preset,
-                                  eval_fn=eval_fn, output_dir=output_dir, callbacks=callbacks,
-                                  eval_every=eval_every, log_completions_every=log_every, verbose=verbose,
+                                  eval_fn=eval_fn, output_dir=output_dir, callbacks=callbacks, verbose=verbose,
                                   reward_weights=reward_weights,
                                   trainer_class=trainer_class, args_class=args_class,
                                   **{**knobs, **config.trl_args})

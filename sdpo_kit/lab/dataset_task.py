@@ -8,7 +8,7 @@
       prompt_template: "{question} Answer with the number only."   # optional; any column by name
       system_prompt: null                # optional system turn (chat) or first paragraph (plain text)
       chat: true                         # the model's chat template, or plain text
-      answer_rule: auto                  # a rule of lab/answers.py, or "my_rules.py:first_number"
+      answer_rule: auto                  # a rule of text/answers.py, or "my_rules.py:first_number"
       n_eval: 50                         # rows held out for evaluation, drawn by seed...
       eval_path: null                    # ...or a separate file of held-out rows
       feedback_field: null               # a column of text a checker would say to a wrong answer (SDPO)
@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdpo_kit.core.user_code import UserCodeError, load_function, resolve_file
-from sdpo_kit.lab import answers
 from sdpo_kit.lab.tasks import TASKS, greedy_accuracy
+from sdpo_kit.text import answers
 
 FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 

@@ -5,7 +5,7 @@
                                                 digits: 13??1"
 
 Both take the answer a completion gave (``None`` when it gave none), the reference and the task's
-answer rule (``lab/answers.py``: what to say when no answer was found), and return "" for a right
+answer rule (``text/answers.py``: what to say when no answer was found), and return "" for a right
 answer. ``digit_feedback`` is localized the way test cases are: each digit is a
 test that passes or fails, the feedback names the failing ones by place value and repeats the
 attempt with a ``?`` over each, and it never shows an expected digit (a LiveCodeBench "Wrong
@@ -20,7 +20,7 @@ hand over the answer.
 
 from __future__ import annotations
 
-from sdpo_kit.lab.answers import missing_answer_message, normalise_answer, rule_for
+from sdpo_kit.text.answers import missing_answer_message, normalise_answer, rule_for
 
 PLACE_NAMES = ("ones", "tens", "hundreds", "thousands", "ten-thousands", "hundred-thousands")
 

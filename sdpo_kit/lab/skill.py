@@ -1,7 +1,7 @@
 """The SDPO skill lab: the warm start's in-context-skill dial.
 
 SDPO's teacher is the policy itself reprompted with a successful sibling's answer or with the
-checker's feedback (``sdpo/reprompt.py``, TRL's default templates). It only helps a model that
+checker's feedback (``text/reprompt.py``, TRL's default templates). It only helps a model that
 can use that context; the paper sees SDPO tie GRPO at 0.6B and pull ahead as models get better
 in-context learners. The tiny lab's dial, ``LabConfig.context_steps``, sets how much of that skill
 the warm start teaches, with the task's own SFT budget held fixed:
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import random
 
-from sdpo_kit.sdpo.reprompt import reprompt
+from sdpo_kit.text.reprompt import reprompt
 
 KINDS = ("demo", "feedback", "both")
 # the teacher prompts' templates (``reprompt``'s keywords): TRL's defaults, or the lab's one-line form

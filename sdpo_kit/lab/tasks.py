@@ -33,9 +33,9 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from sdpo_kit.lab import answers
-from sdpo_kit.lab.answers import answers_match, as_rule, completion_text, normalise_answer  # noqa: F401 (re-exported)
 from sdpo_kit.lab.feedback import FEEDBACK_STYLES
+from sdpo_kit.text import answers
+from sdpo_kit.text.answers import answers_match, as_rule, completion_text, normalise_answer  # noqa: F401 (re-exported)
 
 # the reprompt used by the warm start's copy examples and, later, by SDPO's teacher:
 # the question followed by a solution that worked. plain ASCII so the tiny tokenizer covers it.
@@ -124,7 +124,7 @@ class ArithmeticTask:
     ``system_prompt`` (a system turn before the question), ``instruction`` (a template around
     the question, ``"{question}"`` standing for it), ``chat`` (True: chat messages, rendered with
     the model's chat template; False: one plain string). ``answer_rule`` names how an answer is
-    read from a completion (``lab/answers.py``; None: ``answer_tag`` when tagged, else
+    read from a completion (``text/answers.py``; None: ``answer_tag`` when tagged, else
     ``first_line``), for the reward, the feedback and held-out evaluation alike.
     """
 
@@ -135,7 +135,7 @@ class ArithmeticTask:
     n_train: int | None = None  # None: every problem not held out, at most DEFAULT_MAX_TRAIN
     seed: int = 0
     feedback_style: str = "direction"   # what feedback() says of a wrong sum: direction | digits (lab/feedback.py)
-    answer_rule: str | None = None      # lab/answers.py; None: answer_tag when tagged, else first_line
+    answer_rule: str | None = None      # text/answers.py; None: answer_tag when tagged, else first_line
     system_prompt: str | None = None    # a system turn before the question (chat) or a first paragraph (plain)
     instruction: str | None = None      # a template around the question: "{question} Answer with a number."
     chat: bool = True                   # chat messages (the model's chat template) or one plain string
@@ -159,7 +159,7 @@ class ArithmeticTask:
 
     @property
     def rule(self) -> str:
-        """The answer rule this task reads completions with (``lab/answers.py``)."""
+        """The answer rule this task reads completions with (``text/answers.py``)."""
         return answers.rule_for(self.tagged, self.answer_rule)
 
     # --- rows ---------------------------------------------------------------------------
@@ -341,7 +341,12 @@ TASKS["tagged"] = TASKS["tagged_arithmetic"]  # short alias
 
 
 def make_task(name: str = "arithmetic", **kwargs) -> Task:
-    """Task factory used by configs: a name from ``TASKS`` and its keyword arguments."""
+    """Task factory: a name from ``TASKS`` and its keyword arguments. ``TASKS`` holds the lab's tasks
+    once ``sdpo_kit.lab`` is imported; an algorithm's own tasks register from its package (VAPOR's
+    ``vapor_word_problems`` from ``sdpo_kit.vapor.tasks``), so callers above the algorithms use
+    ``sdpo_kit.registry.make_task``, which knows them all."""
     if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)} (some tasks register from their "
+                         "algorithm's package, e.g. vapor_word_problems from sdpo_kit.vapor.tasks; "
+                         "sdpo_kit.registry.make_task knows them all)")
     return TASKS[name](**kwargs)

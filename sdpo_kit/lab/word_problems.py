@@ -10,7 +10,7 @@ sentences ("7 + 5 = 12. So Tom has 12 apples."), so these tasks ask
     kind="sum":   "What is 7 + 5?"
     kind="word":  "Tom has 7 apples. He buys 5 more. How many apples does Tom have now?"
 
-and read the answer with the ``auto`` rule (``lab/answers.py``: a ``####``, ``\\boxed{}`` or
+and read the answer with the ``auto`` rule (``text/answers.py``: a ``####``, ``\\boxed{}`` or
 ``<answer>`` mark if the model writes one, else the last number). A problem is its start number
 and its events (``ops``: "+" buys or finds more, "-" gives away or loses some, never below zero);
 the story around it (name, object, verbs) is drawn from the problem itself, so one problem is

@@ -1,6 +1,7 @@
 """The math in one import: each algorithm's pure loss functions (torch only), re-exported.
 
-    core/logprobs.py  per-token log-probs, masked reductions, KL estimators k1 / k2 / k3, ``kl_penalty``
+    core/logprobs.py  ``tempered`` (logits at a temperature), per-token log-probs, masked reductions, KL
+                      estimators k1 / k2 / k3, ``kl_penalty``
     grpo/loss.py      group-relative advantages, the four aggregations, ``grpo_loss``
     vapor/loss.py     VAPOR: ``preference_log_term``, ``vapor_loss``, ``preference_dpo_loss``, ``vapor_kl``
     sdpo/loss.py      SDPO: ``sdpo_loss`` (self-distillation, equal to trl.experimental.sdpo), ``generalized_jsd``
@@ -20,6 +21,7 @@ from sdpo_kit.core.logprobs import (
     kl_penalty,
     masked_mean,
     masked_sum,
+    tempered,
     token_logprobs,
 )
 from sdpo_kit.grpo.loss import LOSS_TYPES, SCALE_REWARDS, aggregate_loss, group_advantages, grpo_loss
@@ -45,7 +47,7 @@ from sdpo_kit.vapor.loss import preference_dpo_loss, preference_log_term, vapor_
 __all__ = [
     "CHUNK_ELEMENTS", "LOSS_TYPES", "SCALE_REWARDS", "aggregate_loss", "check_same_shape", "group_advantages",
     "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "kl_penalty", "masked_mean", "masked_sum", "preference_dpo_loss",
-    "preference_log_term", "token_logprobs", "vapor_kl", "vapor_loss", "SDPO_MODES", "add_tail_bucket", "generalized_jsd",
+    "preference_log_term", "tempered", "token_logprobs", "vapor_kl", "vapor_loss", "SDPO_MODES", "add_tail_bucket", "generalized_jsd",
     "sdpo_loss", "sdpo_per_token_loss", "KL_PENALTIES", "AdaptiveKLController", "FixedKLController", "RunningMoments",
     "distillation_loss", "early_stop", "explained_variance", "gae", "kl_penalty_terms", "masked_var", "masked_whiten",
     "per_token_rewards", "ppo_loss", "scale_scores",

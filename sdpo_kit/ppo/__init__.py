@@ -2,6 +2,6 @@
 
     loss.py        GAE, the PPO loss, KL controllers, score scaling, Hinton's KD (pure math)
     value_head.py  PolicyWithValueHead: a scalar value head on the policy's trunk
-    config.py      TeacherStudentPPOConfig
+    config.py      TeacherStudentPPOConfig (the YAML ``trainer:`` section of ``algorithm: ppo``)
     trainer.py     TeacherStudentPPOTrainer on the shared scratch scaffold
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sdpo_kit.core.config import DEFAULT_COMPLETION_LENGTH
 from sdpo_kit.core.scratch import RunConfig
 from sdpo_kit.ppo.loss import KL_PENALTIES
 
@@ -61,7 +62,7 @@ class TeacherStudentPPOConfig(RunConfig):
     teacher_lab: dict | None = field(default_factory=lambda: {"sft_steps": 600})   # the tiny-lab teacher's warm start
     value_head_dropout: float = 0.1
     temperature: float = 1.0
-    max_completion_length: int = 8
+    max_completion_length: int = DEFAULT_COMPLETION_LENGTH
     prompts_per_step: int = 0             # set from batch_size
 
     def __post_init__(self):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sdpo_kit.core.logprobs import masked_mean
+from sdpo_kit.core.logprobs import masked_mean, tempered
 
 KL_PENALTIES = ("kl", "abs", "mse")
 
@@ -238,8 +238,8 @@ def distillation_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor
     if student_logits.shape != teacher_logits.shape:
         raise ValueError(f"student and teacher logits differ in shape: {tuple(student_logits.shape)} vs "
                          f"{tuple(teacher_logits.shape)} (the same tokenizer and tokens are needed)")
-    log_s = torch.log_softmax(student_logits / temperature, -1)                    # (B, T, V)
-    log_t = torch.log_softmax(teacher_logits.detach() / temperature, -1)           # (B, T, V)
+    log_s = torch.log_softmax(tempered(student_logits, temperature), -1)           # (B, T, V)
+    log_t = torch.log_softmax(tempered(teacher_logits.detach(), temperature), -1)  # (B, T, V)
     kl = (log_t.exp() * (log_t - log_s)).sum(-1)                                   # (B, T)
     m = mask.to(kl.dtype)
     kd = (kl * m).sum() / m.sum().clamp(min=1.0)

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from sdpo_kit.core.completions import reward_columns
-from sdpo_kit.core.logprobs import token_logprobs
+from sdpo_kit.core.logprobs import tempered, token_logprobs
 from sdpo_kit.core.precision import upcast_trainable
 from sdpo_kit.core.sampling import completion_logits, encode_prompts, sample
 from sdpo_kit.core.scratch import ScratchTrainer
@@ -183,7 +183,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
             self.pv.eval()
             logits, values = self.pv.completion_forward(ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
                                                         ro.completion_mask)             # (B, T, V), (B, T)
-            old_logp = token_logprobs(logits / cfg.temperature, ro.completion_ids)    # (B, T)
+            old_logp = token_logprobs(tempered(logits, cfg.temperature), ro.completion_ids)  # (B, T)
             ref_logp = self.ref_logprobs(ro)                                           # (B, T)
             teacher_logits = None
             if self.teacher is not None and cfg.kd_coef > 0:
@@ -201,7 +201,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         logits, values = self.pv.completion_forward(ro.prompt_ids[idx], ro.prompt_mask[idx], ro.completion_ids[idx],
                                                     ro.completion_mask[idx])            # (b, T, V), (b, T)
         mask = b["mask"][idx]
-        logp = token_logprobs(logits / cfg.temperature, ro.completion_ids[idx])         # (b, T)
+        logp = token_logprobs(tempered(logits, cfg.temperature), ro.completion_ids[idx])  # (b, T)
         rl, stats = ppo_loss(logp, b["old_logp"][idx], values, b["old_values"][idx], b["advantages"][idx],
                              b["returns"][idx], mask, cliprange=cfg.cliprange, cliprange_value=cfg.cliprange_value,
                              vf_coef=cfg.vf_coef, logits=logits)

@@ -6,13 +6,9 @@
                       format, format-and-match, arithmetic feedback
     model_scored.py   inverse loss, coverage-weighted CE, answer likelihood (batched, no_grad)
     learned.py        the tiny lab's learned reward model (a sequence classifier) and its reward
-    code_runner.py    model-written Python against test cases: run_tests, the worker pool, the code reward
-    code_batch.py     call tests of many programs, one sandboxed child per distinct program (the lab's code
-                      task; imported from its module, not re-exported here)
-    code_feedback.py  the SDPO authors' test-case feedback text (runtime error, time limit, wrong answer)
+    code.py           the ``code`` reward: model-written Python against each row's tests, run in the sandbox
+                      (``sdpo_kit.sandbox``: the runner, its pool, the child process, the feedback text)
     code_problems.py  the shipped code problems (data/code_problems.jsonl) and LiveCodeBench files as chat rows
-    sandbox.py        one program in a fresh locked-down child process (limits, no network, temp dir)
-    sandbox_child.py  the child's script: rlimits, network namespace, nobody, Landlock, then the program
     registry.py       ``make_reward(config, model, tokenizer, task)`` from config dicts
 
 ``completions`` are strings or chat message lists (TRL passes lists of
@@ -20,16 +16,8 @@
 takes both. Every public name is re-exported here: ``from sdpo_kit.rewards import make_reward``.
 """
 
+from sdpo_kit.rewards.code import code_reward
 from sdpo_kit.rewards.code_problems import load_code_problems, read_code_problems
-from sdpo_kit.rewards.code_runner import (
-    CodeResult,
-    code_reward,
-    extract_code,
-    run_tests,
-    run_tests_many,
-    score_completions,
-    split_tests,
-)
 from sdpo_kit.rewards.core import (
     TRL_REWARD_KWARGS,
     RewardError,
@@ -57,6 +45,14 @@ from sdpo_kit.rewards.verifiable import (
     feedback_reward,
     format_and_match_reward,
     tag_format_reward,
+)
+from sdpo_kit.sandbox.runner import (  # the sandbox's runner, re-exported: from sdpo_kit.rewards import run_tests
+    CodeResult,
+    extract_code,
+    run_tests,
+    run_tests_many,
+    score_completions,
+    split_tests,
 )
 
 __all__ = [

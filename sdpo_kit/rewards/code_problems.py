@@ -38,7 +38,7 @@ import pickle
 import zlib
 from pathlib import Path
 
-from sdpo_kit.rewards.code_runner import parse_tests, split_tests
+from sdpo_kit.sandbox.runner import parse_tests, split_tests
 
 PROBLEMS_PATH = Path(__file__).with_name("data") / "code_problems.jsonl"
 SPLITS = ("train", "eval")

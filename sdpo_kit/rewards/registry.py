@@ -10,8 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 
-from sdpo_kit.lab.answers import rule_for
-from sdpo_kit.rewards.code_runner import code_reward
+from sdpo_kit.rewards.code import code_reward
 from sdpo_kit.rewards.core import RewardFunc
 from sdpo_kit.rewards.model_scored import (
     ANSWER_SEPARATOR,
@@ -27,6 +26,7 @@ from sdpo_kit.rewards.verifiable import (
     tag_format_reward,
     task_feedback_reward,
 )
+from sdpo_kit.text.answers import rule_for
 
 
 def task_rule(task, tagged=None, rule=None) -> str | None:
@@ -160,7 +160,7 @@ def make_reward(config: dict | str | Sequence[dict | str], model=None, tokenizer
 
     An entry is a type name or a dict ``{"type": ..., **options}``:
 
-        exact_match          answer_field="answer", rule=None (lab/answers.py: first_line | answer_tag |
+        exact_match          answer_field="answer", rule=None (text/answers.py: first_line | answer_tag |
                              boxed | hashes | last_number | auto; None: the task's answer_rule),
                              tagged=None (True: rule answer_tag)
         feedback             exact match returning {"score", "feedback"} (SDPO's reprompts read the text);

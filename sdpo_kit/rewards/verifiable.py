@@ -1,21 +1,21 @@
 """Verifiable rewards: scored by a rule, not by a model. Never crash on empty or garbage text:
 they score it 0.0.
 
-Correctness is ``tasks.is_correct`` under the task's answer rule (``lab/answers.py``) (the rule held-out evaluation uses too), so the reward
+Correctness is ``tasks.is_correct`` under the task's answer rule (``text/answers.py``) (the rule held-out evaluation uses too), so the reward
 pays for exactly what evaluation counts.
 """
 
 from __future__ import annotations
 
-from sdpo_kit.lab.answers import as_rule, completion_text, extract_answer, rule_for, rule_name
 from sdpo_kit.lab.tasks import arithmetic_feedback, is_correct
 from sdpo_kit.rewards.core import RewardFunc
+from sdpo_kit.text.answers import as_rule, completion_text, extract_answer, rule_for, rule_name
 
 
 def exact_match_reward(answer_field: str = "answer", tagged: bool = False, rule: str | None = None) -> RewardFunc:
     """1.0 when the completion's answer equals the dataset's answer, else 0.0.
 
-    ``rule`` reads the answer (``lab/answers.py``): ``first_line`` (the default for a plain task:
+    ``rule`` reads the answer (``text/answers.py``): ``first_line`` (the default for a plain task:
     the completion's first line), ``answer_tag`` (the default when ``tagged``: the first
     ``<answer>...</answer>``, no tags scores 0), or for a real model's free text ``auto``,
     ``last_number``, ``boxed`` or ``hashes``. Both sides are compared after
@@ -51,7 +51,7 @@ def tag_format_reward(tag: str = "answer") -> RewardFunc:
 
 
 def answer_format_reward(rule: str = "hashes") -> RewardFunc:
-    """1.0 when the completion gives an answer that ``rule`` can read (``lab/answers.py``), right or
+    """1.0 when the completion gives an answer that ``rule`` can read (``text/answers.py``), right or
     wrong, else 0.0: with ``rule="hashes"`` and an instruction such as "end with #### and the
     number", a small weight beside exact match teaches a real model where to put its answer."""
     rule = as_rule(rule)

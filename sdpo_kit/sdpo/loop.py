@@ -10,7 +10,7 @@
             minimise  w * c * sdpo_loss(s, t, o, mask)  [+ (1 - w) * GRPO's clipped surrogate]
             teacher EMA update every teacher_sync_steps optimizer steps (sdpo.teacher.Teacher)
 
-Field names and defaults follow ``trl.experimental.sdpo.SDPOConfig`` (``SDPOFields``); ``beta``
+Field names and defaults follow ``trl.experimental.sdpo.SDPOConfig`` (``SDPOFields``, in ``sdpo/config.py``); ``beta``
 is forced to 0 (SDPO has no KL-to-reference term; the teacher takes the reference slot).
 ``loss_type`` aggregates the GRPO term only (TRL's SDPO too): the distillation term has its own
 aggregation, so with ``distillation_weight=1`` any loss_type but the default is refused.
@@ -37,152 +37,18 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
-from sdpo_kit.core.logprobs import token_logprobs
-from sdpo_kit.core.sampling import completion_logits, encode_prompts
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
-from sdpo_kit.grpo.loss import LOSS_TYPES, group_advantages, grpo_loss
-from sdpo_kit.sdpo.loss import SDPO_MODES, sdpo_loss
-from sdpo_kit.sdpo.reprompt import (
-    FEEDBACK_TEMPLATE,
-    REPROMPT_TEMPLATE,
-    SOLUTION_TEMPLATE,
-    TeacherSelection,
-    fit_teacher_prompts,
-    render_teacher_prompts,
-    select_teachers,
-)
-from sdpo_kit.sdpo.teacher import TEACHER_KINDS, Teacher
+from sdpo_kit.core.logprobs import tempered, token_logprobs
+from sdpo_kit.core.sampling import completion_logits
+from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.loss import group_advantages, grpo_loss
+from sdpo_kit.sdpo.config import DISTILLATION_LOSS_TYPE, SDPOFields, SDPOLoopConfig  # noqa: F401 (re-exported)
+from sdpo_kit.sdpo.loss import sdpo_loss
+from sdpo_kit.sdpo.teacher import Teacher, teacher_prompt_batch  # noqa: F401 (teacher_prompt_batch: re-exported)
 
-DISTILLATION_LOSS_TYPE = "dapo"  # the only loss_type pure distillation accepts: the default, which it ignores
 COVERAGE_WARN_STEPS = 10  # steps in a row without any teacher before saying so (TRL's diagnostics interval)
-
-
-@dataclass
-class SDPOFields:
-    """SDPO's knobs (TRL's SDPOConfig names and defaults) plus ours: ``distillation_micro_batch_size``,
-    ``distillation_loss_scale`` and the ``sequence`` mode (module docstring)."""
-
-    distillation_mode: str = "sampled_token"     # sampled_token | topk_logits | full_logits | sequence (ours)
-    distillation_topk: int | None = None
-    distillation_alpha: float = 1.0              # 0: KL(teacher || student), 1: KL(student || teacher)
-    distillation_add_tail: bool = False
-    distillation_is_clip: float | None = 2.0
-    distillation_weight: float = 1.0             # 1: pure distillation; else (1 - w) GRPO + w SDPO
-    # loss_type (GRPO's field) aggregates the GRPO term only, as in TRL's SDPO; the distillation
-    # term is always the per-sequence token mean, then the mean over sequences (sdpo.loss)
-    distillation_micro_batch_size: int | None = None  # rows per teacher forward (the longer one); None: all
-    # ours: the distillation term times c at the same learning rate (an ablation: under AdamW a
-    # constant factor on the loss barely changes the update); > 0
-    distillation_loss_scale: float = 1.0
-    teacher_model_kind: str = "ema"              # live | base | ema
-    teacher_update_rate: float = 0.05
-    teacher_sync_steps: int = 1
-    use_successful_as_teacher: bool = True
-    success_reward_threshold: float = 1.0
-    dont_reprompt_on_self_success: bool = True
-    max_reprompt_len: int = 10240
-    reprompt_template: str = REPROMPT_TEMPLATE
-    solution_template: str = SOLUTION_TEMPLATE
-    feedback_template: str = FEEDBACK_TEMPLATE
-    include_environment_feedback: bool = False
-    environment_feedback_only_without_solution: bool = False
-    remove_thinking_from_demonstration: bool = False
-
-    def __post_init__(self):
-        if getattr(self, "beta", 0.0) != 0.0:
-            warnings.warn("SDPO has no KL-to-reference term: beta is set to 0 (the teacher takes the reference's "
-                          "place)", stacklevel=3)
-            self.beta = 0.0
-        super().__post_init__()
-        if self.distillation_mode not in SDPO_MODES:
-            raise ValueError(f"distillation_mode must be one of {SDPO_MODES}, got {self.distillation_mode!r}")
-        if self.distillation_mode == "topk_logits" and not self.distillation_topk:
-            raise ValueError("distillation_mode='topk_logits' needs distillation_topk")
-        if self.distillation_mode in ("sampled_token", "sequence") and self.distillation_alpha != 1.0:
-            raise ValueError(f"distillation_mode={self.distillation_mode!r} needs distillation_alpha=1.0 (reverse KL)")
-        if not self.distillation_loss_scale > 0:
-            raise ValueError(f"distillation_loss_scale must be > 0, got {self.distillation_loss_scale}")
-        if not 0.0 <= self.distillation_weight <= 1.0:
-            raise ValueError(f"distillation_weight must be in [0, 1], got {self.distillation_weight}")
-        if self.teacher_model_kind not in TEACHER_KINDS:
-            raise ValueError(f"teacher_model_kind must be one of {TEACHER_KINDS}, got {self.teacher_model_kind!r}")
-        if self.loss_type not in LOSS_TYPES:
-            raise ValueError(f"loss_type must be one of {LOSS_TYPES}")
-        if self.loss_type != DISTILLATION_LOSS_TYPE and self.distillation_weight == 1.0:
-            raise ValueError(
-                f"loss_type={self.loss_type!r} would change nothing with distillation_weight=1.0: the "
-                f"self-distillation term always averages each sequence's tokens, then the sequences (TRL's "
-                f"SDPO aggregation); loss_type aggregates only the GRPO term, used when distillation_weight < 1. "
-                f"Leave loss_type at {DISTILLATION_LOSS_TYPE!r}, or set distillation_weight < 1")
-
-    def select_teachers(self, rewards, feedbacks, num_generations: int | None = None) -> TeacherSelection:
-        """Each row's demonstration and feedback, by this config's rules (``reprompt.select_teachers``)."""
-        return select_teachers(rewards, num_generations or self.num_generations, feedbacks,
-                               success_threshold=self.success_reward_threshold,
-                               dont_reprompt_on_self_success=self.dont_reprompt_on_self_success,
-                               include_feedback=self.include_environment_feedback,
-                               feedback_only_without_solution=self.environment_feedback_only_without_solution,
-                               use_successful_as_teacher=self.use_successful_as_teacher)
-
-    @property
-    def templates(self) -> dict:
-        return dict(reprompt_template=self.reprompt_template, solution_template=self.solution_template,
-                    feedback_template=self.feedback_template,
-                    remove_thinking_from_demonstration=self.remove_thinking_from_demonstration)
-
-    def teacher_prompts(self, prompts, completions, rewards, feedbacks, num_generations: int | None = None):
-        """(teacher prompts, ``TeacherSelection``) of a batch, by this config's rules and templates,
-        not cut to ``max_reprompt_len`` (``teacher_batch`` cuts them)."""
-        selection = self.select_teachers(rewards, feedbacks, num_generations)
-        return render_teacher_prompts(prompts, completions, feedbacks, selection, **self.templates), selection
-
-    def teacher_batch(self, tokenizer, prompts, completions, rewards, feedbacks, num_generations: int | None = None,
-                      device=None):
-        """What both backends feed the teacher: (ids, mask, ``TeacherSelection``, fraction of rows cut).
-
-        The teacher prompts (``teacher_prompts``), each kept within ``max_reprompt_len`` tokens by
-        cutting the head of its demonstration, then of its feedback, so the question and the
-        instruction stay (``reprompt.fit_teacher_prompts``), then left-padded (``teacher_prompt_batch``,
-        whose left cut is left for a question that alone is too long)."""
-        selection = self.select_teachers(rewards, feedbacks, num_generations)
-
-        def count_tokens(batch: list) -> list[int]:
-            return encode_prompts(tokenizer, batch)["attention_mask"].sum(1).tolist()
-
-        teacher, over = fit_teacher_prompts(prompts, completions, feedbacks, selection, count_tokens,
-                                            self.max_reprompt_len, **self.templates)
-        fitted = sum(o and count_tokens([t])[0] <= self.max_reprompt_len for o, t in zip(over, teacher))
-        if fitted:  # the rest still over: teacher_prompt_batch cuts them from the left and says so
-            warnings.warn(f"SDPO: {fitted} teacher prompt(s) longer than max_reprompt_len={self.max_reprompt_len} "
-                          f"tokens: the head of their demonstration (then feedback) was cut, the question kept "
-                          f"(sdpo/reprompt_truncated counts them)", stacklevel=2)
-        ids, mask, _ = teacher_prompt_batch(tokenizer, teacher, self.max_reprompt_len, device)
-        return ids, mask, selection, sum(over) / max(1, len(over))
-
-
-@dataclass
-class SDPOLoopConfig(SDPOFields, GRPOConfig):
-    """The scratch SDPO loop's config: GRPO's (``GRPOConfig``) plus ``SDPOFields``."""
-
-
-def teacher_prompt_batch(tokenizer, teacher_prompts: Sequence, max_len: int, device=None):
-    """Left-padded ids / mask of the teacher prompts, each cut from the left to ``max_len``
-    tokens (TRL's cut: it loses the question first; ``SDPOFields.teacher_batch`` shortens the
-    demonstration before this); returns (ids, mask, fraction of prompts that were cut)."""
-    enc = encode_prompts(tokenizer, teacher_prompts)
-    ids, mask = enc["input_ids"], enc["attention_mask"]                        # (B, L)
-    cut = mask.sum(1) > max_len                                                # (B,)
-    if cut.any():  # left padding: the last max_len positions hold every prompt's last tokens
-        ids, mask = ids[:, -max_len:], mask[:, -max_len:]
-        warnings.warn(f"SDPO: {int(cut.sum())} teacher prompt(s) longer than max_reprompt_len={max_len} tokens were "
-                      f"cut from the left, losing the head of the question (sdpo/reprompt_truncated counts them)",
-                      stacklevel=2)
-    to = (lambda x: x.to(device)) if device is not None else (lambda x: x)
-    return to(ids), to(mask), cut.float().mean().item()
 
 
 class SDPOLoop(GRPOLoop):
@@ -207,7 +73,7 @@ class SDPOLoop(GRPOLoop):
             for i in range(0, B, size):
                 out.append(completion_logits(teacher, teacher_ids[i:i + size], teacher_mask[i:i + size],
                                              completion_ids[i:i + size], completion_mask[i:i + size]))
-        return torch.cat(out) / self.config.temperature                           # (B, T, V)
+        return tempered(torch.cat(out), self.config.temperature)                  # (B, T, V)
 
     def objective(self, ro, teacher_ids, teacher_mask, mask, advantages=None, old_logp=None):
         """One pass's loss on a rollout: (loss, GRPO term or None, sdpo stats, old_logp).
@@ -215,8 +81,8 @@ class SDPOLoop(GRPOLoop):
         ``mask`` (B, T): completion mask x self-distillation mask; ``advantages`` (B,) only when
         ``distillation_weight < 1``; ``old_logp`` None on the first pass (it is this forward)."""
         cfg = self.config
-        student = completion_logits(self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
-                                    ro.completion_mask) / cfg.temperature              # (B, T, V)
+        student = tempered(completion_logits(self.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
+                                             ro.completion_mask), cfg.temperature)     # (B, T, V)
         teacher = self.teacher_logits(teacher_ids, teacher_mask, ro.completion_ids, ro.completion_mask)  # (B, T, V)
         logp = token_logprobs(student, ro.completion_ids)                              # (B, T)
         old_logp = logp.detach() if old_logp is None else old_logp                      # (B, T)

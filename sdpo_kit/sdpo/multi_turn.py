@@ -13,7 +13,7 @@ each solves (discovery rate) and how many samples that took. ``first_success`` i
 sampling stream itself: the 1-based index of the first right one of N plain samples.
 
 This is not test-time SDPO: the paper's test-time method trains a copy of the policy on the
-question (``sdpo/test_time_training.py``); here the feedback only ever reaches the prompt.
+question (``sdpo/at_test_time.py``); here the feedback only ever reaches the prompt.
 
 Left out on purpose: carrying earlier rounds' turns in the context (each reprompt is the question
 plus the latest feedback only, as SDPO's teacher prompt is).
@@ -29,7 +29,7 @@ import torch
 from sdpo_kit.core.sampling import generate_completions, sample
 from sdpo_kit.lab.tasks import completion_text
 from sdpo_kit.rewards import call_reward_with_feedback
-from sdpo_kit.sdpo.reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE, reprompt
+from sdpo_kit.text.reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE, reprompt
 
 
 @dataclass

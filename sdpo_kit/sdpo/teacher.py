@@ -13,6 +13,7 @@ SDPO forces ``beta = 0``, so there is no third model), None when the teacher is 
 its base or an adapter on it; ``Teacher.forward()`` is the context that routes a forward to the
 teacher's weights, whichever way they are held; ``Teacher.weights()`` reads the weights the EMA
 averages (the copy's, or the adapter's) by name; ``Teacher.optimizer_step()`` does the EMA.
+``teacher_prompt_batch`` left-pads the teacher prompts it reads (TRL's left cut at ``max_reprompt_len``).
 Same update rule as TRL's ``SyncTeacherModelCallback`` / ``PEFTAdapterEMACallback``. A model holds one
 EMA adapter: a new ``Teacher`` on a model that already has one (an earlier trainer's, or a copy's)
 starts it afresh.
@@ -22,8 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import warnings
+from collections.abc import Sequence
 
 import torch
+
+from sdpo_kit.core.sampling import encode_prompts
 
 TEACHER_KINDS = ("live", "base", "ema")
 ADAPTER = "teacher"
@@ -175,3 +180,19 @@ class Teacher:
 
             set_peft_model_state_dict(self.student, load_file(folder / "adapter.safetensors"), adapter_name=self.adapter)
             self.student.set_adapter(self._active)
+
+
+def teacher_prompt_batch(tokenizer, teacher_prompts: Sequence, max_len: int, device=None):
+    """Left-padded ids / mask of the teacher prompts, each cut from the left to ``max_len``
+    tokens (TRL's cut: it loses the question first; ``SDPOFields.teacher_batch`` shortens the
+    demonstration before this); returns (ids, mask, fraction of prompts that were cut)."""
+    enc = encode_prompts(tokenizer, teacher_prompts)
+    ids, mask = enc["input_ids"], enc["attention_mask"]                        # (B, L)
+    cut = mask.sum(1) > max_len                                                # (B,)
+    if cut.any():  # left padding: the last max_len positions hold every prompt's last tokens
+        ids, mask = ids[:, -max_len:], mask[:, -max_len:]
+        warnings.warn(f"SDPO: {int(cut.sum())} teacher prompt(s) longer than max_reprompt_len={max_len} tokens were "
+                      f"cut from the left, losing the head of the question (sdpo/reprompt_truncated counts them)",
+                      stacklevel=2)
+    to = (lambda x: x.to(device)) if device is not None else (lambda x: x)
+    return to(ids), to(mask), cut.float().mean().item()

@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 
 from sdpo_kit.core.sampling import completion_logits, encode_prompts, generate_completions
-from sdpo_kit.sdpo.reprompt import reprompt
+from sdpo_kit.text.reprompt import reprompt
 
 
 def _greedy(model, tokenizer, prompts, max_new_tokens, batch_size) -> list[str]:

@@ -12,7 +12,7 @@ one is a GRPOTrainer that overrides two methods:
   advantage is used); otherwise ``(1 - w) * GRPO's clipped surrogate + w * distillation`` on the
   same student logits, as TRL's SDPO (its policy term has no KL).
 
-Field names and defaults are TRL's SDPOConfig's (``sdpo_loop.SDPOFields``); ``beta`` is forced
+Field names and defaults are TRL's SDPOConfig's (``sdpo.config.SDPOFields``); ``beta`` is forced
 to 0 with a warning and the teacher (``sdpo.teacher.Teacher``: live, base, or an EMA copy / adapter)
 sits in the reference-model slot. Reward functions may return ``{"score", "feedback"}``: the
 builder wraps them so the feedback reaches the teacher prompts.
@@ -35,22 +35,18 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from sdpo_kit.core.logprobs import token_logprobs
+from sdpo_kit.core.logprobs import tempered, token_logprobs
 from sdpo_kit.grpo.loss import grpo_loss
-from sdpo_kit.grpo.trl import TRLGRPOConfig, build_from_config
-from sdpo_kit.sdpo.loop import SDPOFields
+from sdpo_kit.grpo.trl import build_from_config
+from sdpo_kit.sdpo.config import SDPOFields, TRLSDPOConfig  # noqa: F401 (TRLSDPOConfig: re-exported)
 from sdpo_kit.sdpo.loss import sdpo_loss
 from sdpo_kit.sdpo.teacher import Teacher
 
 
 @dataclass
 class SDPOConfig(SDPOFields, GRPOConfig):
-    """``trl.GRPOConfig`` plus SDPO's fields (TRL's SDPOConfig names and defaults)."""
-
-
-@dataclass
-class TRLSDPOConfig(SDPOFields, TRLGRPOConfig):
-    """The YAML ``trainer:`` section for ``algorithm: sdpo``, ``backend: trl``."""
+    """``trl.GRPOConfig`` plus SDPO's fields (TRL's SDPOConfig names and defaults). Defined here, not in
+    ``sdpo/config.py``: it derives from TRL's class, looked up after Unsloth has patched it."""
 
 
 class _TeacherEMA(TrainerCallback):
@@ -64,9 +60,9 @@ class _TeacherEMA(TrainerCallback):
 
 
 def forward_logits(model, input_ids, attention_mask, T: int, temperature: float) -> torch.Tensor:
-    """Logits predicting the last T tokens, divided by the temperature, (B, T, V) (TRL's SDPO forward)."""
+    """Logits predicting the last T tokens at the temperature (``core.logprobs.tempered``), (B, T, V) (TRL's SDPO forward)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, logits_to_keep=T + 1).logits
-    return logits[:, :-1][:, -T:] / temperature                                  # (B, T, V)
+    return tempered(logits[:, :-1][:, -T:], temperature)                        # (B, T, V)
 
 
 class SDPOTrainer(GRPOTrainer):
@@ -182,7 +178,7 @@ def with_feedback(reward_funcs) -> tuple[list, type]:
 
 
 def build_trl_sdpo_trainer(model, tokenizer, reward_funcs, train_dataset, **kwargs):
-    """``trl_grpo.build_trl_grpo_trainer`` with ``SDPOTrainer`` / ``SDPOConfig`` (the same arguments
+    """``grpo.trl.build_trl_grpo_trainer`` with ``SDPOTrainer`` / ``SDPOConfig`` (the same arguments
     plus SDPO's fields); reward functions may return ``{"score", "feedback"}``."""
     from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
 from sdpo_kit.core.checkpoint import is_peft
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.grpo.loss import group_advantages
 from sdpo_kit.lab.tasks import check_preference_rows
+from sdpo_kit.vapor.config import VAPOR_VARIANTS, VAPORFields, VAPORLoopConfig  # noqa: F401 (re-exported)
 from sdpo_kit.vapor.loss import preference_dpo_loss, preference_log_term, vapor_kl, vapor_loss
 from sdpo_kit.vapor.parts import (
     as_reference,
@@ -43,35 +43,6 @@ from sdpo_kit.vapor.parts import (
     preference_span_logps,
     reference_span_logps,
 )
-
-VAPOR_VARIANTS = ("as_specified", "additive")
-
-
-@dataclass
-class VAPORFields:
-    """VAPOR's knobs, shared by the scratch and the TRL backend's configs."""
-
-    verifiable_term_split: tuple = ("<answer>", "</answer>")   # tags around the verifiable span
-    preference_term_split: tuple = ("<answer>", "</answer>")   # tags around the preference span of y_w / y_l
-    preference_beta: float = 0.1      # DPO's beta: the temperature on the preference margin
-    vapor_variant: str = "as_specified"  # as_specified | additive (GRPO on the span + preference_weight x DPO)
-    preference_weight: float = 1.0    # lambda of the additive variant
-    scale_rewards: str = "none"       # A_i = r_i - mean of its group, no std scaling (as VAPOR is specified)
-
-    def __post_init__(self):
-        super().__post_init__()
-        for name in ("verifiable_term_split", "preference_term_split"):
-            tags = tuple(getattr(self, name))
-            if len(tags) != 2 or not all(isinstance(t, str) and t for t in tags):
-                raise ValueError(f"{name} must be two non-empty tags, e.g. ['<answer>', '</answer>'], got {tags!r}")
-            setattr(self, name, tags)
-        if self.vapor_variant not in VAPOR_VARIANTS:
-            raise ValueError(f"vapor_variant must be one of {VAPOR_VARIANTS}, got {self.vapor_variant!r}")
-
-
-@dataclass
-class VAPORLoopConfig(VAPORFields, GRPOConfig):
-    """The scratch VAPOR loop's config: GRPO's (``GRPOConfig``) plus ``VAPORFields``."""
 
 
 def vapor_objective(logp, old_logp, span_mask, advantages, log_preference, found, config, num_generations):

@@ -1,6 +1,7 @@
 """VAPOR's data for a real instruct model: word problems with a tagged answer and a preference pair.
 
-    VaporWordProblemTask()   registered as "vapor_word_problems" (``lab.tasks.TASKS``)
+    VaporWordProblemTask()   registered as "vapor_word_problems" (``lab.tasks.TASKS``) when ``sdpo_kit.vapor``
+                             is imported; ``sdpo_kit.registry`` imports it, so ``registry.make_task`` knows it
 
 The tiny lab's ``vapor_arithmetic`` asks ``"3+5+1= <answer>"`` and its warm start writes
 ``9</answer>``. A real instruct model asked for tags in words ignores them (SmolLM2-135M-Instruct wrote

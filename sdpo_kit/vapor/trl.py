@@ -20,7 +20,7 @@ each row carries its own pair, and log P is per row (the same for a group's G ro
 
 Import this module after Unsloth (``models.load_policy`` on a GPU imports it), so the class
 derives from Unsloth's patched GRPOTrainer; the CLI and the registry import it late.
-``build_trl_vapor_trainer`` mirrors ``trl_grpo.build_trl_grpo_trainer``.
+``build_trl_vapor_trainer`` mirrors ``grpo.trl.build_trl_grpo_trainer``.
 
 Metric keys: GRPO's (TRL-mapped) plus vapor/preference_term, vapor/log_preference,
 vapor/verifiable_ratio, vapor/span_found_frac, vapor/preference_found_frac (and loss/dpo).
@@ -36,9 +36,10 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from sdpo_kit.core.checkpoint import is_peft
-from sdpo_kit.grpo.trl import TRLGRPOConfig, build_from_config
+from sdpo_kit.grpo.trl import build_from_config
 from sdpo_kit.lab.tasks import check_preference_rows
-from sdpo_kit.vapor.loop import VAPORFields, vapor_metrics, vapor_objective
+from sdpo_kit.vapor.config import TRLVAPORConfig  # noqa: F401 (re-exported)
+from sdpo_kit.vapor.loop import vapor_metrics, vapor_objective
 from sdpo_kit.vapor.loss import preference_log_term, vapor_kl
 from sdpo_kit.vapor.parts import (
     PreferenceBatch,
@@ -51,7 +52,8 @@ from sdpo_kit.vapor.parts import (
 
 @dataclass
 class VAPORConfig(GRPOConfig):
-    """``trl.GRPOConfig`` plus VAPOR's fields (``beta`` stays TRL's KL weight)."""
+    """``trl.GRPOConfig`` plus VAPOR's fields (``beta`` stays TRL's KL weight). Defined here, not in
+    ``vapor/config.py``: it derives from TRL's class, looked up after Unsloth has patched it."""
 
     verifiable_term_split: tuple = field(default=("<answer>", "</answer>"), metadata={"help": "tags of the verifiable span"})
     preference_term_split: tuple = field(default=("<answer>", "</answer>"), metadata={"help": "tags of the preference span"})
@@ -59,11 +61,6 @@ class VAPORConfig(GRPOConfig):
     vapor_variant: str = field(default="as_specified", metadata={"help": "as_specified | additive"})
     preference_weight: float = field(default=1.0, metadata={"help": "lambda of the additive variant's DPO term"})
     scale_rewards: str = field(default="none", metadata={"help": "A = r - mean of the group (VAPOR's advantage, no std scaling)"})
-
-
-@dataclass
-class TRLVAPORConfig(VAPORFields, TRLGRPOConfig):
-    """The YAML ``trainer:`` section for ``algorithm: vapor``, ``backend: trl``."""
 
 
 def _rows_key(*tensors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,7 +163,7 @@ class VAPORTrainer(GRPOTrainer):
 
 
 def build_trl_vapor_trainer(model, tokenizer, reward_funcs, train_dataset, **kwargs):
-    """``trl_grpo.build_trl_grpo_trainer`` with ``VAPORTrainer`` / ``VAPORConfig`` (same arguments,
+    """``grpo.trl.build_trl_grpo_trainer`` with ``VAPORTrainer`` / ``VAPORConfig`` (same arguments,
     plus VAPOR's fields: verifiable_term_split, preference_term_split, preference_beta, ...)."""
     from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 

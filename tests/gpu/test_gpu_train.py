@@ -15,12 +15,14 @@ from gpu_checks import GPU, skip_unless
 
 from sdpo_kit.core.precision import device_precision
 from sdpo_kit.core.scratch import RunConfig, ScratchTrainer
-from sdpo_kit.grpo.loop import GRPOConfig, GRPOLoop
+from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy, resolve_dtype
 from sdpo_kit.rewards import exact_match_reward
-from sdpo_kit.sdpo.loop import SDPOLoop, SDPOLoopConfig
+from sdpo_kit.sdpo.config import SDPOLoopConfig
+from sdpo_kit.sdpo.loop import SDPOLoop
 
 pytestmark = GPU
 TASK = ArithmeticTask(n_eval=40)
@@ -82,7 +84,7 @@ def test_mixed_precision_loss_goes_down(mode, record_property):
 def test_scratch_grpo_steps(mode):
     """Three scratch GRPO steps on the warm-started tiny lab (fp16 weights in): finite losses, the weights move."""
     model, tok = lab_on_cuda()
-    loop = GRPOLoop(model, tok, [exact_match_reward()], ROWS, GRPOConfig(**SMALL, mixed_precision=mode))
+    loop = GRPOLoop(model, tok, [exact_match_reward()], ROWS, GRPOLoopConfig(**SMALL, mixed_precision=mode))
     before = [p.detach().clone() for p in model.parameters()]
     rows = [r for r in loop.train() if "loss" in r]
     assert len(rows) == 3 and all(math.isfinite(r["loss"]) for r in rows)

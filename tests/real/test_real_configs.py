@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sdpo_kit.cli import train
 from sdpo_kit.registry import load_config
+from sdpo_kit.training import train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 SMOKE = {"trainer.max_steps": 2, "trainer.eval_every": 0, "task.n_eval": 4, "trainer.log_completions_every": 1,
@@ -27,7 +27,7 @@ RUNS = [("real_grpo", "scratch", GROUPED), ("real_grpo", "trl", GROUPED), ("real
 
 
 def final_answer(text: str) -> str | None:
-    """An oracle written apart from lab/answers.py: the number after the last '####', else the last integer."""
+    """An oracle written apart from text/answers.py: the number after the last '####', else the last integer."""
     marked = re.findall(r"####\s*(-?\d+)", text.replace(",", ""))
     numbers = re.findall(r"-?\d+", text.replace(",", ""))
     return marked[-1] if marked else numbers[-1] if numbers else None

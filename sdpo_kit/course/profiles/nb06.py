@@ -23,7 +23,7 @@ ends of its dial; a real model runs one model, with LoRA. The settings:
 """
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
-from sdpo_kit.sdpo.reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE
+from sdpo_kit.text.reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE
 
 # configs/sdpo_lab.yaml's one-line teacher prompt, the form the dial's SFT rows taught (tests check they agree)
 LAB_TEMPLATES = dict(reprompt_template="{prompt}{solution}{feedback}",

@@ -1,6 +1,6 @@
 """Run one untrusted Python program in a fresh, locked-down child process: the parent side.
 
-``run_program(code, stdin)`` starts ``python -I -S sandbox_child.py`` (isolated mode: no PYTHON*
+``run_program(code, stdin)`` starts ``python -I -S child.py`` (isolated mode: no PYTHON*
 variables, no user site; no ``site``: the standard library alone on ``sys.path``) in a fresh
 temporary directory holding ``Solution.py`` and a copy of the child script, with:
 
@@ -17,11 +17,11 @@ temporary directory holding ``Solution.py`` and a copy of the child script, with
                   base, the user site, and sdpo_kit's package (its problem file holds every
                   expected output); ``python_paths()``
 
-and the child (``sandbox_child.py``) locks itself down before the model's code runs: rlimits
+and the child (``child.py``) locks itself down before the model's code runs: rlimits
 (CPU, address space, file size, no new processes, no core files), a network namespace or
 disabled sockets, nobody instead of root, the private directories covered (as root), Landlock.
 ``ProgramRun.isolation`` says which of those the platform granted. Grading (what the output
-means) lives in ``code_runner.py``.
+means) lives in ``runner.py``.
 
 Left out on purpose: containers, seccomp, cgroups, a pid namespace, Windows. This is a guard
 against careless or runaway programs (the reward's inputs), not a boundary for code written to
@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-CHILD = Path(__file__).with_name("sandbox_child.py")
-PACKAGE = Path(__file__).resolve().parents[1]  # sdpo_kit: the problem file lives in it
+CHILD = Path(__file__).with_name("child.py")   # copied into the temp dir and run by path
+PACKAGE = Path(__file__).resolve().parents[1]  # sdpo_kit: the problem file lives in it (rewards/data)
 NOBODY = 65534
 STARTUP_S = 0.5         # interpreter start, on top of the program's own time limit
 OUTPUT_LIMIT = 1 << 20  # bytes of stdout kept; more kills the program
@@ -66,7 +66,7 @@ class ProgramRun:
     ``records``: the first is the child's ``ready`` record, written before the program runs. The
     ones after it (the harness's ``result`` or ``error``) are claims, not verdicts: the program
     shares the child's interpreter and can write to the same pipe. That is why the child never
-    receives a test's expected output and ``code_runner.grade`` compares every claimed value with
+    receives a test's expected output and ``runner.grade`` compares every claimed value with
     it in the parent: a forged record can claim an output, never a pass. Lines that are not JSON
     objects with a string ``kind`` are dropped."""
 

@@ -1,11 +1,11 @@
-"""Score model-written Python against test cases: the runner, its worker pool and the ``code`` reward.
+"""Score model-written Python against test cases: the runner and its worker pool.
 
     extract_code(completion)      the last ```python block (``None``: a format failure)
-    run_tests(code, tests)        one program, each test in a fresh sandboxed child (``sandbox.py``)
+    run_tests(code, tests)        one program, each test in a fresh sandboxed child (``process.py``)
                                   -> ``CodeResult`` (passed, total, status, feedback, per-test outcomes)
     run_tests_many(jobs)          many (code, tests) pairs on a pool of workers, results in input order
+    score_completions(texts, tests_per_row)  ``run_tests_many`` from completions (no block: a format result)
     split_tests(tests)            the deterministic half the reward sees (evaluation sees all)
-    code_reward(...)              TRL signature, ``{"score", "feedback"}`` per completion
 
 Tests come in LiveCodeBench's two forms. stdin: ``{"input": str, "output": str}``, graded as
 LiveCodeBench does (lines stripped, line counts equal, each line equal as text or as a list of
@@ -21,7 +21,8 @@ claim is compared, and two result records for one call fail the test. The APPS f
 
 Statuses: passed, wrong_answer, runtime_error, time_limit, memory, format. After a test times
 out the program's remaining tests are skipped (they count as failed): a program that loops
-costs one time limit, not one per test. Feedback: ``code_feedback.py``.
+costs one time limit, not one per test. Feedback: ``feedback.py``; the ``code`` reward built on
+``score_completions``: ``sdpo_kit/rewards/code.py``.
 
 Left out: languages other than Python, special judges (any valid answer), float tolerances
 beyond LiveCodeBench's exact decimals.
@@ -39,9 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
-from sdpo_kit.lab.tasks import completion_text
-from sdpo_kit.rewards.code_feedback import format_feedback, render_feedback, short_trace
-from sdpo_kit.rewards.sandbox import OUTPUT_LIMIT, ProgramRun, run_program
+from sdpo_kit.sandbox.feedback import format_feedback, render_feedback, short_trace
+from sdpo_kit.sandbox.process import OUTPUT_LIMIT, ProgramRun, run_program
 
 STATUSES = ("passed", "wrong_answer", "runtime_error", "time_limit", "memory", "format")
 FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -217,7 +217,7 @@ def clean_error(record: dict) -> dict:
 
 def run_tests(code: str | None, tests, *, timeout_s: float = 2.0, memory_mb: int = 1024,
               drop_root: bool = True) -> CodeResult:
-    """Run ``code`` against every test, each in a fresh sandboxed child (``sandbox.run_program``).
+    """Run ``code`` against every test, each in a fresh sandboxed child (``process.run_program``).
     ``code`` None (no ```python block) gives the format result. ``timeout_s`` is per test."""
     tests = parse_tests(tests)
     if code is None:
@@ -278,22 +278,3 @@ def split_tests(tests, fraction: float = 0.5, seed: int = 0) -> tuple[list[dict]
     digest = hashlib.sha256(json.dumps(tests, sort_keys=True).encode()).hexdigest()
     keep = sorted(random.Random(f"{seed}:{digest}").sample(range(len(tests)), max(1, int(len(tests) * fraction))))
     return [tests[i] for i in keep], list(tests)
-
-
-def code_reward(tests_field: str = "tests", partial: bool = False, test_fraction: float = 1.0, split_seed: int = 0,
-                timeout_s: float = 2.0, memory_mb: int = 1024, workers: int | None = None):
-    """The ``code`` reward: ``{"score", "feedback"}`` per completion, scored on each row's
-    ``split_tests(tests, test_fraction, split_seed)[0]``. The default, 1, scores the column as it
-    is: ``load_code_problems(split="train")`` rows already hold the reward's half (halving them
-    again would leave a quarter); ``test_fraction=0.5`` splits rows that hold every test.
-    ``score``: 1.0 when every test passed, else 0.0 (the SDPO authors' choice); ``partial=True``:
-    the share passed. The feedback is empty when all passed."""
-    def code(prompts, completions, **columns) -> list[dict]:
-        rows = [split_tests(t, test_fraction, split_seed)[0] for t in columns[tests_field]]
-        results = score_completions([completion_text(c) for c in completions], rows, workers=workers,
-                                    timeout_s=timeout_s, memory_mb=memory_mb)
-        return [{"score": r.fraction if partial else r.score, "feedback": r.feedback} for r in results]
-
-    code.required_columns = (tests_field,)
-    code.__name__ = "code_partial" if partial else "code"
-    return code

@@ -1,7 +1,7 @@
-"""The child side of the code sandbox: a script, run as ``python -I -S sandbox_child.py CONFIG``.
+"""The child side of the code sandbox: a script, run as ``python -I -S child.py CONFIG``.
 
 It runs in a fresh interpreter (no ``site``: the standard library alone on ``sys.path``) started
-by ``sandbox.run_program`` in a fresh temporary directory holding ``Solution.py`` and a copy of
+by ``process.run_program`` in a fresh temporary directory holding ``Solution.py`` and a copy of
 this script. ``CONFIG`` names the standard library's directories (``stdlib``) and those the program
 must not read (``private``: site-packages, sdpo_kit's package with its problem file). Before the
 model's code runs it locks itself down, as far as the platform allows, and reports what it

@@ -4,14 +4,14 @@ program once per batch.
     run_program_tests(code, tests)   one child runs every call test of ``code`` -> ``CodeResult``
     run_programs_many(jobs)          many (code, tests) pairs, identical pairs run once, on a pool
 
-``code_runner.run_tests`` starts one child per test (the isolation LiveCodeBench gets: a test
+``runner.run_tests`` starts one child per test (the isolation LiveCodeBench gets: a test
 cannot see what an earlier one left behind). A lab step samples 128 completions with six tests
 each (``bench_code_reward.py`` times one step all three ways), and the tiny model repeats itself.
 Here the child gets the list of argument lists only (never the expected values); a harness
 function appended to the program calls the model's function on each and returns, per test,
 ``{"value": ...}`` or ``{"error": ...}``. The parent compares each claimed value with the
 expected one, as ``run_tests`` does, so a program that forges the report can claim outputs, not
-passes. Containment is ``sandbox.run_program``'s, unchanged.
+passes. Containment is ``process.run_program``'s, unchanged.
 
 What one child per program gives up: ``timeout_s`` bounds the whole program, not each test (a
 program that loops fails every test with a time limit), and the tests share one interpreter
@@ -25,9 +25,9 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from sdpo_kit.rewards.code_feedback import format_feedback, render_feedback
-from sdpo_kit.rewards.code_runner import CodeResult, TestOutcome, grade, parse_tests
-from sdpo_kit.rewards.sandbox import run_program
+from sdpo_kit.sandbox.feedback import format_feedback, render_feedback
+from sdpo_kit.sandbox.process import run_program
+from sdpo_kit.sandbox.runner import CodeResult, TestOutcome, grade, parse_tests
 
 HARNESS_FN = "sdpo_run_all_tests"
 # appended to the program; the model's function is looked up by name, as the child itself does

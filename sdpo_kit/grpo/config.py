@@ -1,0 +1,85 @@
+"""GRPO's config classes: what a YAML ``trainer:`` section for ``algorithm: grpo`` holds, per backend.
+
+    GRPOSettings     GRPO's knobs, the same on both backends (TRL's GRPOConfig names and meanings)
+    GRPOLoopConfig   the scratch loop's (``grpo/loop.py``): GRPOSettings + ``share_prompt``
+    TRLGRPOConfig    the TRL backend's (``grpo/trl.py``): GRPOSettings + ``preset`` + ``trl_args``
+    GRPOConfig       the scratch config's old name, a deprecated alias of GRPOLoopConfig (it shared
+                     TRL's class name ``trl.GRPOConfig``); the notebooks still import it from ``grpo.loop``
+
+VAPOR's and SDPO's configs (``vapor/config.py``, ``sdpo/config.py``) add their fields to these. Plain
+dataclasses: importing this module does not import TRL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sdpo_kit.core.config import DEFAULT_COMPLETION_LENGTH
+from sdpo_kit.core.scratch import RunConfig
+from sdpo_kit.core.trl_base import resolve_preset
+from sdpo_kit.grpo.loss import LOSS_TYPES, SCALE_REWARDS
+
+SHARE_PROMPT = (True, False, "auto")
+
+
+@dataclass
+class GRPOSettings(RunConfig):
+    """GRPO's knobs, the same on both backends (TRL's GRPOConfig names)."""
+
+    num_generations: int = 8          # G
+    num_iterations: int = 1           # mu: optimisation passes over each batch
+    temperature: float = 1.0
+    top_k: int = 0                    # 0: no top-k; with top-k / top-p the samples leave the loss's pi (as in TRL)
+    top_p: float = 1.0
+    max_completion_length: int = DEFAULT_COMPLETION_LENGTH
+    epsilon: float = 0.2
+    epsilon_high: float | None = None
+    beta: float = 0.0                 # k3 KL weight; > 0 keeps a frozen reference copy
+    loss_type: str = "dapo"
+    scale_rewards: str = "group"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.num_generations < 2:
+            raise ValueError("num_generations must be >= 2: a group of one has no baseline")
+        if self.num_iterations < 1 or self.max_completion_length < 1 or self.temperature <= 0:
+            raise ValueError("num_iterations and max_completion_length must be >= 1, temperature > 0")
+        if self.top_k < 0 or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_k must be >= 0 and top_p in (0, 1], got {self.top_k}, {self.top_p}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
+        if self.scale_rewards not in SCALE_REWARDS:
+            raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {self.scale_rewards!r}")
+
+
+@dataclass
+class GRPOLoopConfig(GRPOSettings):
+    """The scratch loop's config: GRPO's knobs plus how the forward runs.
+
+    ``share_prompt``: run each prompt once for its G completions (same numbers, faster).
+    ``"auto"`` checks it against the plain forward on the first batch and falls back, with a
+    warning, if this model cannot share; ``True`` fails loudly instead; ``False`` never shares.
+    """
+
+    share_prompt: bool | str = "auto"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.share_prompt not in SHARE_PROMPT:
+            raise ValueError(f"share_prompt must be one of {SHARE_PROMPT}, got {self.share_prompt!r}")
+
+
+GRPOConfig = GRPOLoopConfig  # deprecated alias: the scratch config's old name, TRL's class name too
+
+
+@dataclass
+class TRLGRPOConfig(GRPOSettings):
+    """The TRL backend's config: GRPO's knobs (same names and defaults as the scratch loop),
+    the preset, and ``trl_args`` for any other ``trl.GRPOConfig`` field."""
+
+    preset: str = "auto"              # cpu | t4 | t4_vllm | auto (t4 when CUDA is there)
+    trl_args: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        super().__post_init__()
+        resolve_preset(self.preset)  # raises on an unknown preset

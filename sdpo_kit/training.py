@@ -1,0 +1,215 @@
+"""The training API: ``train(cfg)`` runs one job from a checked ``Config``, as ``sdpo-kit train`` does.
+
+    train(cfg, *, config_path, resume_from=None, dashboard=None) -> summary dict
+    set_threads(n, model_name)        torch CPU threads for a run (the config's, else 1 for the tiny lab)
+    ProgressPrinter(max_steps, every)  the console line of a step's reward, loss and eval accuracy
+    preflight_for(cfg)                 ``models.preflight`` for a run config (device, dtype, memory estimate)
+    check_answer_rules(task, rewards)  warns when a reward reads answers with another rule than the task's
+
+``train`` builds the task (``registry.make_task``), the policy (``models.load_policy``) and the rewards
+(``rewards.make_reward``; model-scored rewards score with the policy itself unless their ``scorer`` says
+otherwise), then the trainer that ``(algorithm, backend)`` registers (``sdpo_kit.registry``), and runs it.
+Every trainer writes the same files:
+
+    D/metrics.jsonl      one JSON row per step: step, reward/mean, reward/std, loss, ...,
+                         eval/accuracy at step 0, every trainer.eval_every steps and at the end
+    D/completions.jsonl  every trainer.log_completions_every steps: each sampled completion with its
+                         prompt, rewards, feedback (SDPO: teacher prompt); pandas.read_json(..., lines=True)
+    D/runs/, D/wandb/    with report_to tensorboard / wandb (``cli.REPORT_TO_HELP`` says how to open each)
+    D/checkpoint-N/      every trainer.save_steps steps (model or adapter, optimizer, scheduler,
+                         random states, step, sampler position); resume_from continues there
+    D/model/             the trained model (safetensors) or its LoRA adapter, and the tokenizer
+    D/reward_curve.png   the live plot's last frame
+    D/config.yaml        the config actually run (overrides applied)
+
+Before training it prints the preflight (``core.preflight``: on a CPU one line, on CUDA the device,
+the dtype it trains in and why, free memory and a peak-memory estimate), and it ends with
+``held-out accuracy: before X -> after Y (+Z)`` and the wall time. Held-out evaluation reads answers
+with the task's rule within the run's completion budget (``core.config.completion_budget``). A resumed
+run starts from the same starting policy (a reference model is a copy of it), loads the checkpoint, and
+logs steps N+1.. as the run that was not interrupted would have.
+
+Named ``training``, not ``train``, so the module and its function keep different names. Left out on
+purpose: argument parsing (``cli.py``) and sampled (pass@k) evaluation (``sdpo.multi_turn`` counts best-of-N).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+
+def set_threads(n: int, model_name: str) -> int:
+    """torch CPU threads: the config's count; else 1 for the tiny lab (its matmuls are too small
+    to split: one thread runs the demo faster than two), all cores up to 4 otherwise."""
+    import torch
+
+    n = n or (1 if model_name == "tiny-lab" else min(4, os.cpu_count() or 1))
+    torch.set_num_threads(n)
+    return n
+
+
+class ProgressPrinter:
+    """Prints a line every ``every`` steps and on every row with an eval."""
+
+    def __init__(self, max_steps: int, every: int):
+        self.max_steps, self.every = max_steps, max(1, every)
+
+    def __call__(self, row: dict) -> None:
+        step, acc = row.get("step", 0), row.get("eval/accuracy")
+        parts = [f"step {step:>4}/{self.max_steps}"]
+        if "reward/mean" in row:
+            parts.append(f"reward {row['reward/mean']:.3f} +- {row.get('reward/std', 0.0):.3f}")
+            parts.append(f"loss {row.get('loss', float('nan')):+.4f}")
+        if acc is not None:
+            parts.append(f"eval acc {acc:.3f}")
+        if acc is not None or step % self.every == 0:
+            print("  ".join(parts), flush=True)
+
+
+def preflight_for(cfg) -> str:
+    """``models.preflight`` for a run config: a step's completions, budget, teacher, the model's LoRA
+    and 4-bit settings, and the precision the backend trains in (the TRL preset's on the TRL backend)."""
+    from sdpo_kit.core.config import completion_budget
+    from sdpo_kit.models import preflight
+
+    tc, m = cfg.trainer, cfg.model
+    completions = getattr(tc, "batch_size", None) or tc.prompts_per_step * getattr(tc, "num_generations", 1)
+    mixed_precision = getattr(tc, "mixed_precision", "auto")
+    if cfg.backend == "trl" and mixed_precision == "auto":
+        from sdpo_kit.core.trl_base import resolve_preset
+
+        args = resolve_preset(tc.preset)
+        mixed_precision = "fp16" if args.get("fp16") else "bf16" if args.get("bf16") else "no"
+    return preflight(m.name, completions=completions, completion_len=completion_budget(tc),
+                     teacher=cfg.algorithm in ("sdpo", "ppo") or bool(getattr(tc, "beta", 0.0)),
+                     lora=m.lora, load_in_4bit=m.load_in_4bit, mixed_precision=mixed_precision)
+
+
+def check_answer_rules(task, reward_funcs) -> None:
+    """Warn when a reward reads answers with another rule than the task's, which held-out evaluation
+    uses: the run would be paid for one thing and measured on another."""
+    import warnings
+
+    rule = getattr(task, "rule", None)
+    for fn in reward_funcs:
+        other = getattr(fn, "answer_rule", None)
+        if rule is not None and other is not None and other != rule:
+            warnings.warn(f"reward {getattr(fn, '__name__', fn)!r} reads answers with rule {other!r}, held-out "
+                          f"evaluation with the task's {rule!r}: set task.answer_rule to the rule you mean, and "
+                          "drop the reward's own", stacklevel=2)
+
+
+def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, dashboard=None) -> dict:
+    """Run one training job from a ``Config`` (from ``resume_from``, a checkpoint folder, if given).
+
+    ``dashboard``: a ``core.dashboard.Dashboard`` to show the run in (a notebook's live plots, progress and
+    completions); it then draws ``reward_curve.png`` in place of the run's own plot.
+
+    Returns a summary: ``before`` / ``after`` held-out accuracy, ``train_s``, ``eval_s``,
+    ``total_s``, ``s_per_step`` (training loop without evals), ``output_dir``, ``history``
+    (the metric rows) and the trained ``model`` and ``tokenizer``.
+    """
+    from sdpo_kit.core.checkpoint import save_model
+    from sdpo_kit.core.config import ConfigError, completion_budget, dump_config
+    from sdpo_kit.core.plotting import LivePlot, panels_for
+    from sdpo_kit.core.utils import seed_everything
+    from sdpo_kit.lab.dataset_task import check_dataset_run
+    from sdpo_kit.lab.model import lab_config_for
+    from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import get_trainer, make_task
+    from sdpo_kit.rewards import make_reward
+
+    t_start = time.perf_counter()
+    tc = cfg.trainer
+    threads = set_threads(cfg.threads, cfg.model.name)
+    seed_everything(tc.seed)
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dump_config(cfg, out / "config.yaml")
+    resumed = f" resume_from={resume_from}" if resume_from else ""
+    print(f"sdpo-kit train {config_path}: algorithm={cfg.algorithm} backend={cfg.backend} model={cfg.model.name} "
+          f"reward={[r['type'] for r in cfg.reward]} steps={tc.max_steps} threads={threads}{resumed} -> {out}",
+          flush=True)
+    print(f"preflight: {preflight_for(cfg)}", flush=True)
+
+    task = make_task(**cfg.task)
+    try:
+        check_dataset_run(task, cfg.algorithm, getattr(tc, "prompts_per_step", 1))   # before a model loads
+    except ValueError as e:
+        raise ConfigError(f"task: {e}") from None
+    train_rows, heldout = task.splits()
+    model, tokenizer = load_policy(
+        cfg.model.name, lora=cfg.model.lora, load_in_4bit=cfg.model.load_in_4bit,
+        max_seq_length=cfg.model.max_seq_length, trust_remote_code=cfg.model.trust_remote_code,
+        lab_config=lab_config_for(cfg, task), dtype=cfg.model.dtype, fast_inference=cfg.model.fast_inference,
+    )
+    weights = [r.get("weight", 1.0) for r in cfg.reward]
+    specs = [{k: v for k, v in r.items() if k != "weight"} for r in cfg.reward]
+    # model-scored rewards (inverse_loss, supervised) get the policy as their scorer (scorer="policy", their default)
+    try:
+        reward_funcs = make_reward(specs, model=model, tokenizer=tokenizer, task=task)
+    except ValueError as e:  # unknown type / option: a config problem, reported as one
+        raise ConfigError(f"reward: {e}") from e
+    reward_weights = None if all(w == 1.0 for w in weights) else weights
+
+    check_answer_rules(task, reward_funcs)
+    eval_s = [0.0]  # time spent evaluating, kept out of s/step
+    # held-out evaluation reads answers with the task's rule (the rewards' too) within the run's completion budget
+    eval_tokens = completion_budget(tc)
+
+    def eval_fn(m):
+        t0 = time.perf_counter()
+        acc = task.evaluate(m, tokenizer, heldout, max_new_tokens=eval_tokens)
+        eval_s[0] += time.perf_counter() - t0
+        return acc
+
+    def plot_for(png):
+        return LivePlot(panels_for(cfg.algorithm), png_path=png, every=max(1, min(tc.eval_every or 10, 25)))
+
+    if dashboard is not None:   # its plot is the run's: one live figure, written where the run's would be
+        dashboard.plot.png_path = out / "reward_curve.png"
+        dashboard.max_steps = dashboard.max_steps or tc.max_steps
+        plot = dashboard
+    else:
+        plot = plot_for(out / "reward_curve.png")
+    printer = ProgressPrinter(tc.max_steps, every=max(1, tc.max_steps // 20))
+    ran: list[dict] = []  # the training rows this run logs (a resumed run's earlier rows are not sent again)
+    entry = get_trainer(cfg.algorithm, cfg.backend)
+    trainer = entry.build_trainer(model, tokenizer, reward_funcs, train_rows, tc, eval_fn=eval_fn,
+                                  callbacks=[plot, printer, lambda r: ran.append(r) if "loss" in r else None],
+                                  reward_weights=reward_weights)
+    t_train = time.perf_counter()  # from here on: the training loop only
+    history = entry.run_trainer(trainer, resume_from)
+    train_s = time.perf_counter() - t_train
+    if dashboard is not None:
+        dashboard.close()
+    else:
+        if resume_from:  # the live plot saw this run's steps only; the saved curve shows the whole run
+            plot.close()
+            plot = plot_for(out / "reward_curve.png")
+            for row in history:
+                plot.update(row)
+        plot.save(out / "reward_curve.png")
+        plot.close()
+    shutil.rmtree(out / "model", ignore_errors=True)   # an earlier run's files (an adapter, a full model) must not stay
+    save_model(model, out / "model", tokenizer)
+
+    accs = [r["eval/accuracy"] for r in history if r.get("eval/accuracy") is not None]
+    steps_run = len(ran)
+    summary = {
+        "before": accs[0] if accs else None, "after": accs[-1] if accs else None,
+        "train_s": train_s, "eval_s": eval_s[0], "total_s": time.perf_counter() - t_start,
+        # wall time of the training loop without the evaluations, per step run here
+        "s_per_step": (train_s - eval_s[0]) / steps_run if steps_run > 0 else None,
+        "output_dir": str(out), "history": history, "model": model, "tokenizer": tokenizer,
+    }
+    if accs:
+        print(f"held-out accuracy: before {accs[0]:.3f} -> after {accs[-1]:.3f} "
+              f"({accs[-1] - accs[0]:+.3f})", flush=True)
+    per_step = f", {summary['s_per_step']:.3f} s/step without eval" if steps_run > 0 else ""
+    print(f"time: {summary['total_s']:.1f} s total, {train_s:.1f} s training{per_step}; "
+          f"wrote {out}/metrics.jsonl, {out}/model, {out}/reward_curve.png", flush=True)
+    return summary
