@@ -70,9 +70,8 @@ def by_position(run_dir: Path, config_path: str, threads: int) -> dict | None:
     import torch
 
     from sdpo_kit.deploy.evaluate import load_target
-    from sdpo_kit.lab.answers import NUMBER_RE, canonical_number
-    from sdpo_kit.lab.tasks import completion_text, make_task
-    from sdpo_kit.registry import load_config
+    from sdpo_kit.registry import load_config, make_task
+    from sdpo_kit.text.answers import NUMBER_RE, canonical_number, completion_text
 
     cfg = load_config(ROOT / config_path)
     task = make_task(**cfg.task)
