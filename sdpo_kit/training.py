@@ -43,10 +43,18 @@ from pathlib import Path
 
 def set_threads(n: int, model_name: str) -> int:
     """torch CPU threads: the config's count; else 1 for the tiny lab (its matmuls are too small
-    to split: one thread runs the demo faster than two), all cores up to 4 otherwise."""
+    to split: one thread runs the demo faster than two), all cores up to 4 otherwise.
+
+    ``OMP_NUM_THREADS``, when the environment sets it, caps the count: whoever set it is sharing the
+    cores (CI runs two notebooks at once on 2 cores with ``OMP_NUM_THREADS=1``), and a process that
+    takes more threads than its share waits on OpenMP threads the other process keeps off the cores:
+    a real-model step measured 97 s instead of 5 that way."""
     import torch
 
     n = n or (1 if model_name == "tiny-lab" else min(4, os.cpu_count() or 1))
+    cap = os.environ.get("OMP_NUM_THREADS", "")
+    if cap.isdigit() and int(cap) > 0:
+        n = min(n, int(cap))
     torch.set_num_threads(n)
     return n
 

@@ -174,3 +174,22 @@ def test_a_second_run_into_the_same_output_dir_replaces_the_model_folder(tmp_pat
     train(config_from_dict({**base, "model": {"name": "tiny-lab"}}))
     names = {p.name for p in (tmp_path / "model").iterdir()}
     assert "adapter_config.json" not in names and "model.safetensors" in names, names
+
+
+def test_omp_num_threads_caps_the_configs_threads(monkeypatch):
+    """Two processes sharing 2 cores with OMP_NUM_THREADS=1 must not each take the config's 2 threads."""
+    import torch
+
+    from sdpo_kit.training import set_threads
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        assert set_threads(2, "smollm2-135m") == 1 and torch.get_num_threads() == 1
+        assert set_threads(0, "smollm2-135m") == 1
+        monkeypatch.setenv("OMP_NUM_THREADS", "8")
+        assert set_threads(2, "smollm2-135m") == 2
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        assert set_threads(2, "smollm2-135m") == 2 and set_threads(0, "tiny-lab") == 1
+    finally:
+        torch.set_num_threads(before)
