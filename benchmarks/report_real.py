@@ -44,7 +44,27 @@ def real_speed(res: dict) -> str:
         f"{p['params'] / 1e6:.0f}M FLOPs a token; {s['limit_tokens_per_s']['full']:.0f} in full, 6 x). The training "
         f"pass alone (forward, backward, AdamW on {p['batch']} x {p['length']} tokens) runs at "
         f"{p['tokens_per_s']:.0f} tokens/s: **{s['training_pass_over_limit']:.2f}** of that limit. A step's trained "
-        f"tokens per second count its sampling too, which generates one token at a time.", "", provenance(res)])
+        f"tokens per second count its sampling too, which generates one token at a time.", *speed_parts(res), "",
+        provenance(res)])
+
+
+def speed_parts(res: dict) -> list[str]:
+    """Where a scratch step's time goes (``breakdown_s``: sampling, scoring, the forward, the backward with the
+    optimizer, the rest), and GRPO's step against TRL's and against the matmul limit, when measured."""
+    runs = [r for r in res["runs"] if r.get("breakdown_s")]
+    if not runs:
+        return []
+    keys = list(runs[0]["breakdown_s"])
+    rows = [[r["algorithm"], r["backend"], f"{r['median_s']:.1f}",
+             *(f"{r['breakdown_s'].get(k, float('nan')):.1f} ({r['breakdown_s'].get(k, 0) / r['median_s']:.0%})"
+               for k in keys)] for r in runs]
+    out = ["", "Where a scratch step's seconds go (median over the timed steps; backward includes the optimizer):", "",
+           md_table(["algorithm", "backend", "s/step", *keys], rows)]
+    s = res["summary"]
+    if "grpo_scratch_over_trl" in s:
+        out += ["", f"GRPO's scratch step takes **{s['grpo_scratch_over_trl']:.2f}** of TRL's GRPOTrainer step, measured "
+                f"side by side, and trains at **{s['grpo_scratch_over_limit']:.2f}** of the matmul limit's tokens/s."]
+    return out
 
 
 def real_learn(res: dict) -> str:
@@ -76,7 +96,9 @@ def real_speed_fields(res: dict) -> dict:
     s = res["summary"]
     grpo = next(r for r in res["runs"] if (r["algorithm"], r["backend"]) == ("grpo", "scratch"))
     return {"pass_over_limit": fmt(s["training_pass_over_limit"], 2), "limit": f"{s['limit_tokens_per_s']['lora']:.0f}",
-            "pass_tokens": f"{s['training_pass']['tokens_per_s']:.0f}", "grpo_s": f"{grpo['median_s']:.1f}"}
+            "pass_tokens": f"{s['training_pass']['tokens_per_s']:.0f}", "grpo_s": f"{grpo['median_s']:.1f}",
+            **({"grpo_over_trl": fmt(s["grpo_scratch_over_trl"], 2), "grpo_over_limit": fmt(s["grpo_scratch_over_limit"], 2)}
+               if "grpo_scratch_over_trl" in s else {})}
 
 
 def _sdpo_parts(res: dict):
