@@ -44,7 +44,7 @@ ORDER = ["speed", "demo", "first_run", "own_task", "demo_constant_lr", "demo_top
          "sdpo_lab", "sdpo_lab_discovery", "sdpo_lab_signal", "sdpo_lab_signal_1000", "sdpo_lab_ablations",
          "sdpo_lab_stability", "sdpo_lab_headroom", "sdpo_lab_room", "sdpo_lab_transfer", "code_lab", "code_lab_starving", "code_lab_discovery",
          "code_lab_heldout",
-         "real_tasks", "real_speed", "real_learn", "real_sdpo", "sdpo_head_start",
+         "real_tasks", "real_speed", "real_decode", "real_learn", "real_sdpo", "sdpo_head_start",
          "notebooks_smoke", "notebooks_smoke_cold", "notebooks_full", "notebooks_smoke_real",
          "fresh_clone"]
 # results file -> the results files its benchmark reads (they are re-measured before it)

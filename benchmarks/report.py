@@ -54,6 +54,7 @@ from report_format import discovery_table, fmt, md_table, provenance
 from report_notebooks import notebook_fields, notebook_reference, notebook_wall_fields
 from report_pins import install_pip, pins_fields
 from report_real import (
+    real_decode,
     real_fields,
     real_learn,
     real_sdpo,
@@ -281,6 +282,7 @@ BLOCKS = {
     "demo-plateau": ("demo_plateau", demo_plateau),
     "real-tasks": ("real_tasks", real_tasks),
     "real-speed": ("real_speed", real_speed),
+    "real-decode": ("real_decode", real_decode),
     "real-learn": ("real_learn", real_learn),
     "real-sdpo": ("real_sdpo", real_sdpo),
     "notebooks-smoke-real": ("notebooks_smoke_real", notebooks),
@@ -302,7 +304,7 @@ MAKERS = {"first_run": "bench_first_run.py",
           "code_reward": "bench_code_reward.py", "sdpo_lab_headroom": "bench_sdpo_lab_headroom.py --jobs 2",
           "sdpo_lab_room": "bench_sdpo_lab_room.py --jobs 2",
           "sdpo_lab_transfer": "bench_sdpo_lab_transfer.py",
-          "demo_plateau": "bench_demo_plateau.py", "real_tasks": "bench_real.py tasks", "real_speed": "bench_real.py speed", "real_learn": "bench_real.py learn", "real_sdpo": "bench_real.py sdpo",
+          "demo_plateau": "bench_demo_plateau.py", "real_tasks": "bench_real.py tasks", "real_speed": "bench_real.py speed", "real_decode": "bench_decode.py", "real_learn": "bench_real.py learn", "real_sdpo": "bench_real.py sdpo",
           "notebooks_smoke_real": "bench_notebooks.py --model smollm2-135m"}
 
 

@@ -67,6 +67,23 @@ def speed_parts(res: dict) -> list[str]:
     return out
 
 
+def real_decode(res: dict) -> str:
+    s = res["summary"]
+    B, T = s["batch"]
+    total = s["profiled_s"]
+    ops = [[k, f"{v:.2f}", f"{v / total:.0%}"] for k, v in s["ops_s"].items()]
+    return "\n".join([
+        f"Sampling one batch of `{res['config']['config']}` ({B} rows x {T} tokens) takes **{s['lora_s']:.1f} s** as "
+        f"training samples it (LoRA beside the base weights, {s['s_per_token_step']:.2f} s a decode step) and "
+        f"**{s['merged_s']:.1f} s** with the adapters merged into a temporary copy of the base weights "
+        f"({s['merged_over_lora']:.2f}; {s['rows_identical']:.0%} of the sampled rows the same). Where the merged "
+        "run's time goes, by op (torch.profiler, self time):", "",
+        md_table(["op", "s", "share"], ops), "",
+        "`aten::mm` is the matmuls: a decode step reads every weight for a handful of tokens, so they run far below "
+        "the matmul's GFLOP/s; `aten::exponential_` is `torch.multinomial`'s draw over the whole vocabulary; "
+        "`copy_` and `cat` grow the KV cache.", "", provenance(res)])
+
+
 def real_learn(res: dict) -> str:
     s = res["summary"]
     rows = [[r["seed"], r["before"], r["after"], f"{r['lift']:+.3f}", f"{r['wall_s'] / 60:.1f}"] for r in res["runs"]]
