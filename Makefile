@@ -25,7 +25,7 @@ GPU_WHEELS := .gpu-wheels
 GPU_SITE   := .gpu-site
 GPU_REPORT ?= runs/gpu_check.json
 
-.PHONY: install demo test unit notebooks lint docs bench bench-clone bench-stale clean test-trl115 test-export executed \
+.PHONY: install demo test unit notebooks lint docs bench bench-check bench-clone bench-stale clean test-trl115 test-export executed \
         test-verl gpu-check real-model test-real
 
 install: $(STAMP)
@@ -128,7 +128,12 @@ bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), th
 executed: real-model
 	$(BIN)/python benchmarks/bench_notebooks.py --full
 
-# re-measure exactly the stale results files (a file they measure changed since their commit), each command once,
+# replay every results file's behaviour fingerprint here (benchmarks/fingerprint.py, ~10 min on 2 cores): exit 1
+# naming each results file whose replay moved; records benchmarks/results/check/last_check.json (commit it)
+bench-check: $(STAMP)
+	$(BIN)/python benchmarks/fingerprint.py check
+
+# re-measure exactly the stale results files (their replay moved at the last bench-check), each command once,
 # in a clean worktree of HEAD, then render the report; the plan is printed first. DRY=1: the plan only
 bench-stale: $(STAMP)
 	$(BIN)/python benchmarks/bench_stale.py $(if $(DRY),--dry-run)

@@ -12,9 +12,10 @@ never loses its runs to a write error.
 Numbers come from clean commits: a script refuses to start, and ``write_results`` to write, while
 ``sdpo_kit/``, ``configs/``, ``benchmarks/`` (results aside) or ``notebooks/`` have uncommitted changes.
 ``--allow-dirty`` (any script) runs anyway and stamps the commit ``<sha>+dirty:<hash of the diff>``.
-Each results file names the files it measures (``MEASURES``); when one of them changes in a later
-commit the results are stale: ``report.py`` marks their blocks and lists them, ``make bench-stale``
-re-measures them (``staleness.py``; ``make test`` fails only on a dirty tree or missing provenance).
+Each results file names the files it measures (``MEASURES``) and carries a behaviour fingerprint
+(``fingerprint.py``: a short replay of what it measured, taken as it is written); when ``make bench-check``
+replays it differently the results are stale: ``report.py`` marks their blocks and lists them, ``make
+bench-stale`` re-measures them (``staleness.py``; ``make test`` fails only on a dirty tree or missing provenance).
 """
 
 from __future__ import annotations
@@ -200,6 +201,19 @@ def save_unsaved(name: str, payload: dict) -> Path | None:
     return None
 
 
+def fingerprint_of(stem: str, name: str) -> dict:
+    """The behaviour fingerprint results file ``stem`` carries (``fingerprint.py``), replayed now, here;
+    a file elsewhere (``--out /tmp/x.json``) carries its benchmark ``name``'s."""
+    import fingerprint
+
+    stem = stem if stem in fingerprint.FINGERPRINTS else name
+    if stem not in fingerprint.FINGERPRINTS:
+        raise KeyError(f"results file {stem!r} has no replay: add it to FINGERPRINTS in benchmarks/fingerprint.py")
+    print(f"fingerprint of {stem}: replaying {', '.join(fingerprint.needed([stem]))}", flush=True)
+    values = fingerprint.run_child(fingerprint.needed([stem]), ROOT)
+    return {"commit": git_commit(), "replays": fingerprint.fingerprint_for(stem, values)}
+
+
 def write_results(name: str, *, config: dict, runs: list, summary: dict, out: str | os.PathLike | None = None,
                   extra: dict | None = None) -> Path:
     """``benchmarks/results/<name>.json`` (or ``results_path(name, out)``) with everything a reader needs
@@ -214,7 +228,8 @@ def write_results(name: str, *, config: dict, runs: list, summary: dict, out: st
         head.update(command=command() + (" --allow-dirty" if ALLOW_DIRTY else ""), date=dt.date.today().isoformat())
         path = results_path(name, out)
         require_clean_tree()
-        payload = {**head, "commit": git_commit(), "measures": measures(name), "machine": machine_info(), **body}
+        payload = {**head, "commit": git_commit(), "measures": measures(name), "machine": machine_info(), **body,
+                   "fingerprint": fingerprint_of(path.stem, name)}
         text = json.dumps(payload, indent=1) + "\n"
         path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_name(path.name + ".part")   # a crash mid-write leaves no half results file

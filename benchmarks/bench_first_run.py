@@ -69,6 +69,7 @@ def by_position(run_dir: Path, config_path: str, threads: int) -> dict | None:
     held-out answers are the first or the last number of their question (sums, for example)."""
     import torch
 
+    from sdpo_kit.core.config import completion_budget
     from sdpo_kit.deploy.evaluate import load_target
     from sdpo_kit.registry import load_config, make_task
     from sdpo_kit.text.answers import NUMBER_RE, canonical_number, completion_text
@@ -86,7 +87,7 @@ def by_position(run_dir: Path, config_path: str, threads: int) -> dict | None:
         return None
     torch.set_num_threads(threads)
     model, tok, _ = load_target(str(run_dir))
-    budget = cfg.trainer.max_completion_length or task.max_completion_tokens()
+    budget = completion_budget(cfg.trainer)   # the budget the run's own held-out evaluation used
     out = {}
     for name, rows in halves.items():
         out[f"share_{name}"] = len(rows) / len(heldout)

@@ -4,7 +4,7 @@
     make bench-stale DRY=1      # or: python benchmarks/bench_stale.py --dry-run   (the plan only)
     python benchmarks/bench_stale.py [--dry-run] [--keep] [--only NAME ...]
 
-Which: every results file ``staleness.scan`` finds stale (a file it measures changed after its commit)
+Which: every results file ``staleness.scan`` finds stale (its replay moved at the last ``make bench-check``)
 or without sound provenance (made from a dirty tree, ...), and every results file ``ORDER`` names that
 has not been measured yet (the report renders "not measured yet" for it). How: the command ``report.MAKERS`` names for
 each, run once even when it makes several of them. In what order: ``ORDER`` (the Makefile's ``bench``

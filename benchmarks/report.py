@@ -20,8 +20,8 @@ by ``FIELDS`` from one results file and rewritten the same way (``REPO_FIELDS``:
 own files instead, such as docs/install.md's version pins, ``report_pins.py``).
 A block whose results file does not exist yet says which command makes it.
 
-A stale results file (code it measures changed in a later commit: ``staleness.py``) still renders; its
-blocks' provenance line says "measured at <commit>; changed since: <files>", its fields are not marked.
+A stale results file (its behaviour replay moved at the last ``make bench-check``: ``staleness.py``) still
+renders; its blocks' provenance line says where the replay moved, its fields are not marked.
 ``--check`` lists stale files but exits 0 on staleness alone, as ``make test`` passes;
 it exits 1 on what ``make test`` fails on: out-of-date text, or a results file from a dirty tree or
 with no provenance. ``make bench-stale`` (``bench_stale.py``) re-measures the stale files. In a shallow

@@ -1,33 +1,30 @@
-"""Whether a results file still measures the code at HEAD: what fails ``make test``, and what only warns.
+"""Whether a results file still measures what the code does: what fails ``make test``, and what only warns.
 
 A results file (``benchmarks/results/<name>.json``, written by ``_common.write_results``) names the
-commit it was made at and the files it measures. Two kinds of finding, kept apart on purpose:
+commit it was made at, the files it measures and its behaviour fingerprint (``fingerprint.py``: a short
+deterministic replay of what it measured, taken when it was measured). Two kinds of finding, kept apart
+on purpose:
 
 * ``provenance_problems``: the numbers cannot be trusted at all. The file was made from a tree with
   uncommitted changes (``+dirty`` or ``+changes`` in a commit), names no measured files, names no
   commit, or names a commit this repository does not have. ``tests/test_report.py`` fails on these.
-* ``changed_since``: the numbers are stale. A file they measure changed in a commit after theirs.
-  Only code counts: a notebook whose code cells are the same, or a Python file whose only changes
-  are docstrings and comments (``python_code``), has not changed. A stale result is still rendered,
-  and every block that shows it says so on its provenance line (``stale_note``: "measured at <commit>;
-  changed since: <files>"); ``report.py --check`` and ``--stale`` list the stale files and
-  ``make bench-stale`` re-measures them. ``make test`` does not fail on staleness alone.
+* ``moved``: the numbers are stale. The last ``make bench-check`` (``benchmarks/results/check/
+  last_check.json``, committed) replayed the file's fingerprint and got something else, or the file
+  carries no fingerprint. A comment, a docstring or a refactor that keeps behaviour marks nothing. A
+  stale result is still rendered, and every block that shows it says so on its provenance line
+  (``stale_note``); ``report.py --check`` and ``--stale`` list the stale files and ``make bench-stale``
+  re-measures them. ``make test`` does not fail on staleness alone.
 
 A number inside a sentence (a report field) is not marked: a note in the middle of a sentence would
 break it. The block a field's results file renders, ``report.py --check`` and ``make bench-stale``'s
 plan say it instead.
 
-Everything here reads committed history, never the working tree: the notes are a function of HEAD,
-so a fresh clone renders the same text. After a commit that stales a result, ``report.py`` re-renders
-the notes (commit the text, or amend the commit with it: the notes name the results' commit and the
-changed files, not HEAD's hash, so amending changes nothing they say). A shallow clone lacks the
-history (``shallow``): a commit it does not hold gets no note and is no provenance problem there (it
-cannot tell), and ``report.py`` checks its text without the notes and refuses to render.
+The notes read committed files only (the results and the last check), never the working tree or its
+history, so a fresh clone, a shallow one included, renders the same text.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
 import re
@@ -35,11 +32,12 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fingerprint import LAST_CHECK, differs, python_code  # noqa: F401  (python_code: read from here by the tests)
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-NOTE_FILES = 6   # a provenance line names at most this many changed files; --stale lists them all
-# the note stale_note writes (a shallow clone compares rendered text without it)
-STALE_NOTE = re.compile(r" \*\*Stale\*\*: measured at .*?\(re-measure: `make bench-stale`\)\.")
+# the note stale_note writes
+STALE_NOTE = re.compile(r" \*\*Stale\*\*: .*?\(re-measure: `make bench-stale`\)\.")
 
 
 def git(*args: str) -> subprocess.CompletedProcess:
@@ -85,87 +83,45 @@ def provenance_problems(result: dict) -> list[str]:
     return problems
 
 
-def changed_since(commit: str, measured: list[str] | tuple[str, ...]) -> list[str]:
-    """The files under ``measured`` whose code differs between ``commit`` and HEAD ([] for a commit
-    with uncommitted changes or one this repository does not hold: ``provenance_problems`` says those)."""
-    if not commit or "+" in commit or not measured or not has_commit(commit):
-        return []
-    return list(_changed_since(commit, tuple(measured), head()))
-
-
 @functools.lru_cache(maxsize=None)
-def _changed_since(commit: str, measured: tuple[str, ...], at: str) -> tuple[str, ...]:
-    touched = git("diff", "--name-only", commit, at, "--", *measured).stdout.split()
-    return tuple(f for f in touched if not (f.endswith(".ipynb") and same_notebook_code(commit, f, at))
-                 and not (f.endswith(".py") and same_python(commit, f, at)))
+def last_check() -> dict:
+    """What the last ``make bench-check`` replayed (``fingerprint.LAST_CHECK``, committed); {} before any."""
+    return json.loads(LAST_CHECK.read_text()) if LAST_CHECK.exists() else {}
 
 
-def stale_files(result: dict) -> dict[str, list[str]]:
-    """{commit: the measured files changed since it} for each of ``result``'s commits that is stale."""
-    measured = result.get("measures") or []
-    out = {c: changed_since(c, measured) for c in commits_of(result)}
-    return {c: files for c, files in out.items() if files}
+def moved(result: dict, check: dict | None = None) -> str | None:
+    """Why ``result``'s numbers no longer describe the code: a replay of its fingerprint in ``check`` (the
+    last check's, by default) differs from the one it carries (where, first), or it carries none. None
+    when every replay the check ran matches; a replay the check did not run says nothing."""
+    fp = result.get("fingerprint")
+    if not isinstance(fp, dict) or not fp.get("replays"):
+        return "it carries no behaviour fingerprint"
+    check = last_check() if check is None else check
+    for name, was in fp["replays"].items():
+        now = check.get("replays", {}).get(name)
+        if now is None:
+            continue
+        if "error" in was:
+            return f"its replay `{name}` could not run at `{fp.get('commit', '?')}`"
+        if "error" in now:
+            return f"its replay `{name}` fails at `{check.get('commit', '?')}`"
+        where = differs(now, was, name)
+        if where:
+            return f"its replay differs at `{check.get('commit', '?')}` ({where})"
+    return None
 
 
 def stale_note(result: dict) -> str:
     """The sentence a stale result's provenance line ends with; "" when it is not stale."""
-    stale = stale_files(result)
-    if not stale:
-        return ""
-    files = sorted({f for fs in stale.values() for f in fs})
-    shown = ", ".join(f"`{f}`" for f in files[:NOTE_FILES])
-    more = f" and {len(files) - NOTE_FILES} more" if len(files) > NOTE_FILES else ""
-    return (f" **Stale**: measured at {', '.join(f'`{c}`' for c in stale)}; changed since: {shown}{more} "
-            f"(re-measure: `make bench-stale`).")
+    why = moved(result)
+    return f" **Stale**: {why} (re-measure: `make bench-stale`)." if why else ""
 
 
 def stale_reasons(result: dict) -> list[str]:
-    """Every finding about ``result``, one line each (with the later commits that changed its files):
-    its provenance problems, then its staleness ([] when it is sound and fresh)."""
-    name = result.get("benchmark", "?")
-    reasons = provenance_problems(result)
-    for commit, changed in stale_files(result).items():
-        later = git("log", "--format=  %h %s", f"{commit}..HEAD", "--", *changed).stdout.rstrip()
-        reasons.append(f"{name}: made at {commit}; since then these files it measures changed: "
-                       f"{', '.join(changed)}\n{later}")
-    return reasons
-
-
-def same_notebook_code(commit: str, path: str, at: str = "HEAD") -> bool:
-    """Whether notebook ``path`` has the same code cells at ``commit`` and at ``at`` (a markdown edit,
-    such as report.py rendering a results block, changes nothing a benchmark measures)."""
-    def code(rev):
-        shown = git("show", f"{rev}:{path}")
-        if shown.returncode:
-            return None
-        return [c["source"] for c in json.loads(shown.stdout)["cells"] if c["cell_type"] == "code"]
-    old = code(commit)
-    return old is not None and old == code(at)
-
-
-def python_code(source: str) -> str | None:
-    """The code of a Python source without its docstrings and comments (an AST dump), None when it
-    does not parse: what runs, so a docstring edit changes nothing a benchmark measures."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body \
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
-
-
-def same_python(commit: str, path: str, at: str = "HEAD") -> bool:
-    """Whether ``path`` has the same code (``python_code``) at ``commit`` and at ``at``."""
-    old, new = git("show", f"{commit}:{path}"), git("show", f"{at}:{path}")
-    if old.returncode or new.returncode:
-        return False
-    code = python_code(old.stdout)
-    return code is not None and code == python_code(new.stdout)
+    """Every finding about ``result``, one line each: its provenance problems, then why it is stale
+    ([] when it is sound and fresh)."""
+    why = moved(result)
+    return provenance_problems(result) + ([f"{result.get('benchmark', '?')}: {why}"] if why else [])
 
 
 @dataclass
@@ -174,7 +130,7 @@ class Finding:
     name: str                                   # the file's stem: what report.MAKERS and the blocks call it
     commits: list[str]
     problems: list[str] = field(default_factory=list)
-    stale: dict[str, list[str]] = field(default_factory=dict)
+    stale: str | None = None                    # why it is stale (``moved``), None when it is not
 
 
 def scan(results: Path = RESULTS) -> list[Finding]:
@@ -182,15 +138,14 @@ def scan(results: Path = RESULTS) -> list[Finding]:
     found = []
     for path in sorted(results.glob("*.json")):
         result = json.loads(path.read_text())
-        f = Finding(path.stem, commits_of(result), provenance_problems(result), stale_files(result))
+        f = Finding(path.stem, commits_of(result), provenance_problems(result), moved(result))
         if f.problems or f.stale:
             found.append(f)
     return found
 
 
 def describe(f: Finding) -> str:
-    """One line for a listing: the file, its commit(s) and the changed files, or its problems."""
+    """One line for a listing: the file, its commit(s) and why it is stale, or its problems."""
     if f.problems:
         return f"{f.name}.json: " + "; ".join(p.split(": ", 1)[-1] for p in f.problems)
-    return "; ".join(f"{f.name}.json: measured at {c}; changed since: {', '.join(files)}"
-                     for c, files in f.stale.items())
+    return f"{f.name}.json: measured at {', '.join(f.commits)}; {f.stale}"

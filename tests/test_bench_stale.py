@@ -59,8 +59,8 @@ def test_plan_with_the_real_commands():
 
 def test_dry_run_prints_the_plan_and_runs_nothing(monkeypatch, capsys):
     """--dry-run: the stale files, why each is stale and the commands, in order; no worktree, no benchmark."""
-    findings = [Finding("sdpo_lab_signal", ["abc1234"], [], {"abc1234": ["benchmarks/_common.py"]}),
-                Finding("sdpo_lab", ["abc1234"], [], {"abc1234": ["sdpo_kit/sdpo/loss.py"]})]
+    findings = [Finding("sdpo_lab_signal", ["abc1234"], [], "its replay differs at `def5678` (sdpo_lab.weights[0])"),
+                Finding("sdpo_lab", ["abc1234"], [], "its replay differs at `def5678` (sdpo_lab.steps[0].loss: 1, was 2)")]
     monkeypatch.setattr(bench_stale, "scan", lambda results: findings)
     monkeypatch.setattr(bench_stale, "missing", lambda results: [])
 
@@ -71,7 +71,7 @@ def test_dry_run_prints_the_plan_and_runs_nothing(monkeypatch, capsys):
     out = capsys.readouterr().out
     first = out.index("1. python benchmarks/bench_sdpo_lab.py\n")
     second = out.index("2. python benchmarks/bench_sdpo_lab_signal.py")
-    assert first < out.index("sdpo_lab.json: measured at abc1234; changed since: sdpo_kit/sdpo/loss.py") < second
+    assert first < out.index("sdpo_lab.json: measured at abc1234; its replay differs at `def5678` (sdpo_lab.steps[0].loss") < second
     assert "2 results files to measure with 2 commands" in out
     assert bench_stale.main(["--dry-run", "--only", "sdpo_lab"]) == 0
     assert "bench_sdpo_lab_signal" not in capsys.readouterr().out

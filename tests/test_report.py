@@ -18,15 +18,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import report  # noqa: E402  (benchmarks/report.py)
 import report_format  # noqa: E402
 import report_pins  # noqa: E402
-from staleness import (  # noqa: E402  (benchmarks/staleness.py)
+import staleness  # noqa: E402  (benchmarks/staleness.py)
+from staleness import (  # noqa: E402
     STALE_NOTE,
-    changed_since,
     git,
+    moved,
     provenance_problems,
     python_code,
-    same_notebook_code,
     shallow,
-    stale_files,
     stale_note,
     stale_reasons,
 )
@@ -113,50 +112,57 @@ def test_results_have_sound_provenance(path):
     assert not problems, "rerun the benchmark from a clean commit:\n" + "\n".join(problems)
 
 
-@pytest.mark.skipif(shallow(), reason="a shallow clone lacks the history the check reads")
-def test_the_staleness_check_can_fail():
-    """A result from the repository's first commit measuring the package is stale, and its rendered
-    provenance line says so; one from a dirty tree, naming nothing, naming no commit or an unknown one
-    has no sound provenance; one at HEAD measuring the package is sound and fresh, with no note; a
-    notebook whose code cells are unchanged is fresh, one whose code changed is not."""
-    first = git("rev-list", "--max-parents=0", "HEAD").stdout.split()[0][:7]
+REPLAY = {"steps": [{"step": 1, "loss": 0.25, "reward/mean": 0.5}], "before": 0.2, "after": 0.3, "weights": [1.5, 2.0]}
+
+
+def test_the_staleness_check_can_fail(monkeypatch):
+    """A result whose replay at the last check differs from its fingerprint is stale, and its rendered
+    provenance line names where; one that matches (within the tolerance) is fresh, with no note; one
+    without a fingerprint is stale; a replay the check did not run says nothing. One from a dirty tree,
+    naming nothing, naming no commit or an unknown one has no sound provenance."""
     head = git("rev-parse", "--short", "HEAD").stdout.strip()
-    old = {"benchmark": "x", "commit": first, "measures": ["sdpo_kit"]}
-    assert not provenance_problems(old) and changed_since(first, ["sdpo_kit"])
-    assert stale_files(old) == {first: changed_since(first, ["sdpo_kit"])} and stale_reasons(old)
+    fresh = {"benchmark": "x", "commit": head, "measures": ["sdpo_kit"],
+             "fingerprint": {"commit": head, "replays": {"demo": REPLAY}}}
+    moved_loss = {**REPLAY, "steps": [{**REPLAY["steps"][0], "loss": 0.26}]}
+    check = {"commit": "abc1234", "replays": {"demo": moved_loss}}
+    monkeypatch.setattr(staleness, "last_check", lambda: check)
+    assert moved(fresh) == "its replay differs at `abc1234` (demo.steps[0].loss: 0.26, was 0.25)"
+    assert stale_reasons(fresh) == ["x: its replay differs at `abc1234` (demo.steps[0].loss: 0.26, was 0.25)"]
+    machine = {"arch": "x86_64", "cores": 2, "torch": "2.13.0", "trl": "1.16.0"}
+    line = report_format.provenance({**fresh, "command": "c", "date": "d", "machine": machine})
+    assert "**Stale**: its replay differs at `abc1234` (demo.steps[0].loss" in line and STALE_NOTE.search(line)
+    check["replays"]["demo"] = {**REPLAY, "weights": [1.5 * (1 + 1e-6), 2.0]}   # another CPU's rounding
+    assert moved(fresh) is None and stale_note(fresh) == "" and stale_reasons(fresh) == []
+    assert not STALE_NOTE.search(report_format.provenance({**fresh, "command": "c", "date": "d", "machine": machine}))
+    check["replays"] = {"sdpo": REPLAY}
+    assert moved(fresh) is None
+    assert moved({k: v for k, v in fresh.items() if k != "fingerprint"}) == "it carries no behaviour fingerprint"
+    check["replays"] = {"demo": {"error": "KeyError: 'trainer.top_k'"}}
+    assert moved(fresh) == "its replay `demo` fails at `abc1234`"
+    assert not provenance_problems(fresh)
     for bad in ({"commit": head + "+dirty:abc", "measures": ["sdpo_kit"]}, {"commit": head, "measures": []},
                 {"measures": ["sdpo_kit"]}, {"commit": "0000000", "measures": ["sdpo_kit"]},
                 {"commit": head, "measures": ["sdpo_kit"], "runs": [{"commit": head + "+changes:abc"}]}):
         assert provenance_problems({"benchmark": "x", **bad}), bad
-    assert stale_files({"benchmark": "x", "commit": head, "measures": ["sdpo_kit"], "runs": [{"commit": first}]})
-    fresh = {"benchmark": "x", "commit": head, "measures": ["sdpo_kit"]}
-    assert provenance_problems(fresh) == [] and stale_files(fresh) == {} and stale_reasons(fresh) == []
-    machine = {"arch": "x86_64", "cores": 2, "torch": "2.13.0", "trl": "1.16.0"}
-    line = report_format.provenance({**old, "command": "c", "date": "d", "machine": machine})
-    assert f"measured at `{first}`; changed since: `" in line and STALE_NOTE.search(line)
-    assert stale_note(fresh) == "" and not STALE_NOTE.search(
-        report_format.provenance({**fresh, "command": "c", "date": "d", "machine": machine}))
-    nb = "notebooks/02_grpo.ipynb"
-    touched = git("log", "--format=%h", "--", nb).stdout.split()
-    assert len(touched) >= 2 and not same_notebook_code(touched[-1], nb)   # its code when it was first committed
-    assert same_notebook_code(head, nb)
 
 
-@pytest.mark.skipif(shallow(), reason="a shallow clone lacks the history the check reads")
 def test_check_lists_stale_results_and_fails_only_on_what_make_test_fails_on(tmp_path, monkeypatch, capsys):
     """report.py --check with a stale results file: listed, exit 0 (make test passes on staleness alone);
     with a results file from a dirty tree: exit 1; --stale lists the stale file alone, exit 0."""
-    first = git("rev-list", "--max-parents=0", "HEAD").stdout.split()[0][:7]
     head = git("rev-parse", "--short", "HEAD").stdout.strip()
     monkeypatch.setattr(report, "RESULTS", tmp_path)
     monkeypatch.setattr(report, "targets", lambda: [])
-    (tmp_path / "old.json").write_text(json.dumps({"benchmark": "old", "commit": first, "measures": ["sdpo_kit"]}))
+    monkeypatch.setattr(staleness, "last_check", lambda: {"commit": "abc1234", "replays": {"demo": REPLAY}})
+    fp = {"commit": head, "replays": {"demo": {**REPLAY, "after": 0.4}}}
+    (tmp_path / "old.json").write_text(json.dumps({"benchmark": "old", "commit": head, "measures": ["sdpo_kit"],
+                                                   "fingerprint": fp}))
     assert report.main(["--check"]) == 0
     out = capsys.readouterr().out
-    assert f"old.json: measured at {first}; changed since: sdpo_kit/" in out and "up to date" in out
-    assert report.main(["--stale"]) == 0 and capsys.readouterr().out.startswith(f"old.json: measured at {first}")
+    assert f"old.json: measured at {head}; its replay differs at `abc1234` (demo.after: 0.3, was 0.4)" in out
+    assert "up to date" in out
+    assert report.main(["--stale"]) == 0 and capsys.readouterr().out.startswith(f"old.json: measured at {head}")
     (tmp_path / "dirty.json").write_text(json.dumps({"benchmark": "dirty", "commit": head + "+dirty:abc",
-                                                     "measures": ["sdpo_kit"]}))
+                                                     "measures": ["sdpo_kit"], "fingerprint": fp}))
     assert report.main(["--check"]) == 1
     assert "dirty.json: made from a tree with uncommitted changes" in capsys.readouterr().out
 
