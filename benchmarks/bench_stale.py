@@ -2,7 +2,7 @@
 
     make bench-stale            # or: python benchmarks/bench_stale.py
     make bench-stale DRY=1      # or: python benchmarks/bench_stale.py --dry-run   (the plan only)
-    python benchmarks/bench_stale.py [--dry-run] [--keep] [--only NAME ...]
+    python benchmarks/bench_stale.py [--dry-run] [--keep] [--only NAME ...] [--force NAME ...]
 
 Which: every results file ``staleness.scan`` finds stale (its replay moved at the last ``make bench-check``)
 or without sound provenance (made from a dirty tree, ...), and every results file ``ORDER`` names that
@@ -96,12 +96,13 @@ def copy_executed(tree: Path, since: float) -> int:
     return n
 
 
-def show(steps: list[Step], findings) -> str:
+def show(steps: list[Step], findings, unmeasured=()) -> str:
     why = {f.name: describe(f) for f in findings}
     lines = []
     for i, step in enumerate(steps, 1):
         lines.append(f"{i:2d}. python benchmarks/{step.command}")
-        lines += [f"      {why.get(n, n + '.json: not measured yet')}" for n in step.results]
+        lines += [f"      {why.get(n, n + '.json: ' + ('not measured yet' if n in unmeasured else 'asked for'))}"
+                  for n in step.results]
     return "\n".join(lines)
 
 
@@ -153,17 +154,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     ap.add_argument("--keep", action="store_true", help="keep the worktree the benchmarks ran in")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="re-measure only these stale results files")
+    ap.add_argument("--force", nargs="+", metavar="NAME", default=[],
+                    help="re-measure these results files too, stale or not (a change the last check has not seen)")
     args = ap.parse_args(argv)
     only = {n.removesuffix(".json") for n in args.only or []}
     findings = [f for f in scan(RESULTS) if not only or f.name in only]
     new = [n for n in missing(RESULTS) if not only or n in only]
+    new += [n.removesuffix(".json") for n in args.force if n.removesuffix(".json") not in {f.name for f in findings} | set(new)]
     if not findings and not new:
         print("nothing stale: every results file measures the code at HEAD")
         return 0
     steps = plan([f.name for f in findings] + new)
     head = git("rev-parse", "--short", "HEAD")
     print(f"{len(findings) + len(new)} results files to measure with {len(steps)} commands, in a clean worktree of HEAD "
-          f"({head}):\n{show(steps, findings)}")
+          f"({head}):\n{show(steps, findings, missing(RESULTS))}")
     if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results"):
         print("note: uncommitted changes here are not measured (the runs use HEAD); commit them first to measure them")
     if args.dry_run:

@@ -47,9 +47,8 @@ MODULE_ORDER = ["core.logprobs", "core.sampling", "core.scratch", "core.checkpoi
                 "deploy.run_model", "deploy.export", "deploy.gguf", "deploy.gguf_convert", "deploy.verl", "deploy.verl_config",
                 "registry", "training", "cli"]
 HIDDEN: tuple[str, ...] = ()  # package folders kept off the reference (the exercises' answers live in notebooks/solutions)
-# old module paths kept as re-exports until the notebooks move (tests/test_layout.py TEMPORARY_ALIASES): their
-# contents have a page under their new names, so they get none
-ALIASES = ("lab.answers", "sdpo.reprompt", "sdpo.test_time_training")
+# old module paths kept as pure re-exports (none now): their contents have a page under their new names
+ALIASES: tuple[str, ...] = ()
 
 
 def notebooks() -> list[Path]:

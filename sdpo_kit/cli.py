@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from sdpo_kit.training import set_threads, train  # noqa: F401 (train: the notebooks' ``from sdpo_kit.cli import train``)
+from sdpo_kit.training import set_threads, train  # noqa: F401 (train: its old home, kept for callers' imports)
 
 REPORT_TO_HELP = ("experiment tracker(s), TRL's names (trainer.report_to; default none): "
                   "tensorboard -> OUTPUT_DIR/runs, open with `tensorboard --logdir OUTPUT_DIR/runs`; "

@@ -115,3 +115,13 @@ def test_the_make_target_runs_the_script():
     """``make bench-stale`` runs bench_stale.py, with --dry-run when DRY is set."""
     make = (ROOT / "Makefile").read_text()
     assert "\nbench-stale:" in make and "benchmarks/bench_stale.py $(if $(DRY),--dry-run)" in make
+
+
+def test_force_adds_results_files_that_are_not_stale(monkeypatch, capsys):
+    """--force NAME: measured too, stale or not (a change the last check has not replayed yet)."""
+    monkeypatch.setattr(bench_stale, "scan", lambda results: [])
+    monkeypatch.setattr(bench_stale, "missing", lambda results: [])
+    assert bench_stale.main(["--dry-run", "--force", "notebooks_smoke.json", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert "2 results files to measure with 2 commands" in out and "notebooks_smoke.json: asked for" in out
+    assert out.index("bench_demo.py") < out.index("bench_notebooks.py")

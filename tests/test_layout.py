@@ -24,9 +24,6 @@ and two rooms never import each other, directly or round a circle.
     10  deploy, training  the CLI's two halves below it: exports / ``sdpo-kit eval``, and ``train()``
     11  course, cli       what the notebooks and the command call
     12  sdpo_kit   the package's own ``__init__`` (a docstring and a version)
-
-``TEMPORARY_ALIASES`` are old module paths the notebooks still import; each re-exports its new home
-and nothing else, and goes when its notebook imports the new path.
 """
 
 from __future__ import annotations
@@ -54,12 +51,6 @@ FLOORS = (                       # bottom to top; a room is a folder of sdpo_kit
     ("sdpo_kit",),               # sdpo_kit/__init__.py
 )
 FLOOR = {room: i for i, rooms in enumerate(FLOORS, 1) for room in rooms}
-# old paths the notebooks import until they move (notebook 00, 05, 06): pure re-exports of the new home
-TEMPORARY_ALIASES = {
-    "sdpo_kit.lab.answers": "sdpo_kit.text.answers",
-    "sdpo_kit.sdpo.reprompt": "sdpo_kit.text.reprompt",
-    "sdpo_kit.sdpo.test_time_training": "sdpo_kit.sdpo.at_test_time",
-}
 REGISTRY_ENTRY = re.compile(r"^(sdpo_kit(?:\.\w+)+):\w+$")   # "sdpo_kit.grpo.loop:GRPOLoop"
 CLI_MAX_LINES = 200
 
@@ -233,31 +224,15 @@ def test_the_cli_is_a_thin_front():
 
 
 def test_no_module_is_named_like_a_test():
-    """No module of sdpo_kit is called ``test_*.py`` (people and pytest read that as a test file), but for the
-    temporary aliases the notebooks still import."""
-    aliases = {MODULES[a].relative_to(PKG.parent).as_posix() for a in TEMPORARY_ALIASES}
+    """No module of sdpo_kit is called ``test_*.py`` or ``*_test.py`` (people and pytest read that as a test file)."""
     named = {p.relative_to(PKG.parent).as_posix() for p in PKG.rglob("test_*.py")} | \
             {p.relative_to(PKG.parent).as_posix() for p in PKG.rglob("*_test.py")}
-    assert named - aliases == set(), sorted(named - aliases)
-
-
-@pytest.mark.parametrize("alias", sorted(TEMPORARY_ALIASES))
-def test_temporary_aliases_only_re_export_their_new_home(alias):
-    """An alias module holds imports from its new home and nothing else (no code to drift), and every
-    public name of the new home is the same object under the old path."""
-    import importlib
-
-    tree = ast.parse(MODULES[alias].read_text())
-    home = TEMPORARY_ALIASES[alias]
-    assert all(isinstance(n, ast.ImportFrom) and n.module == home for n in tree.body), f"{alias}: imports only"
-    old, new = importlib.import_module(alias), importlib.import_module(home)
-    public = [k for k in vars(new) if not k.startswith("_")]
-    assert public and all(getattr(old, k) is getattr(new, k) for k in public)
+    assert named == set(), sorted(named)
 
 
 def test_the_scratch_grpo_config_is_not_named_like_trls():
-    """The scratch config is ``GRPOLoopConfig`` (``trl.GRPOConfig`` is TRL's); the old name stays a plain alias
-    of it where the notebooks import it, and each algorithm's config classes live in its ``config.py``."""
+    """The scratch config is ``GRPOLoopConfig`` (``trl.GRPOConfig`` is TRL's); the old name stays a plain
+    (deprecated) alias of it for callers' imports, and each algorithm's config classes live in its ``config.py``."""
     from sdpo_kit.grpo import config, loop
 
     assert config.GRPOLoopConfig.__name__ == "GRPOLoopConfig" and loop.GRPOConfig is config.GRPOLoopConfig

