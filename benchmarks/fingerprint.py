@@ -76,6 +76,7 @@ REPLAYS = {
     "first_run": dict(config="configs/first_run.yaml", steps=REAL_STEPS),
     "own_task": dict(config="examples/own_task/config.yaml", steps=REAL_STEPS),
 }
+LIGHT = ("first_run", "own_task")   # real-model replays that run with the tiny lab's (two processes, even loads)
 # name -> the files whose code a digest covers (folders: every .py, .ipynb, .yaml and Makefile-like file)
 DIGESTS = {
     "ci": ["Makefile", ".ci/run", "pyproject.toml", "constraints.txt", "constraints-verl.txt", "tests/conftest.py"],
@@ -204,7 +205,7 @@ def run_child(names: list[str], root: Path = ROOT, jobs: int = 2) -> dict:
     """``child(names, root)`` in fresh processes, the real model's replays beside the tiny lab's when
     ``jobs`` is 2: one torch thread each, a temporary warm-start cache each (the real model's converted
     folder and llama.cpp's converter linked in from this machine's cache)."""
-    real = [n for n in names if REPLAYS.get(n, {}).get("steps") == REAL_STEPS]
+    real = [n for n in names if REPLAYS.get(n, {}).get("steps") == REAL_STEPS and n not in LIGHT]
     groups = [g for g in ([[n for n in names if n not in real], real] if jobs > 1 else [names]) if g]
     cache = Path(os.environ.get("SDPO_KIT_CACHE") or Path.home() / ".cache" / "sdpo_kit")
     with tempfile.TemporaryDirectory() as tmp:
