@@ -210,7 +210,10 @@ def fingerprint_of(stem: str, name: str) -> dict:
     if stem not in fingerprint.FINGERPRINTS:
         raise KeyError(f"results file {stem!r} has no replay: add it to FINGERPRINTS in benchmarks/fingerprint.py")
     print(f"fingerprint of {stem}: replaying {', '.join(fingerprint.needed([stem]))}", flush=True)
-    values = fingerprint.run_child(fingerprint.needed([stem]), ROOT)
+    try:
+        values = fingerprint.run_child(fingerprint.needed([stem]), ROOT)
+    except RuntimeError as e:   # the results are still written: a fingerprint that could not run reads as stale
+        values = {n: {"error": str(e)} for n in fingerprint.needed([stem])}
     return {"commit": git_commit(), "replays": fingerprint.fingerprint_for(stem, values)}
 
 
@@ -235,7 +238,7 @@ def write_results(name: str, *, config: dict, runs: list, summary: dict, out: st
         part = path.with_name(path.name + ".part")   # a crash mid-write leaves no half results file
         part.write_text(text)
         os.replace(part, path)
-    except Exception as err:
+    except BaseException as err:   # Ctrl-C during the replay too: the runs are saved first
         saved = save_unsaved(name, {**head, **body, "error": "".join(traceback.format_exception_only(err)).strip()})
         bar = "!" * 100
         print(f"\n{bar}\nCOULD NOT WRITE THE RESULTS of {name}: {err!r}\n"

@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     new = [n for n in missing(RESULTS) if not only or n in only]
     new += [n.removesuffix(".json") for n in args.force if n.removesuffix(".json") not in {f.name for f in findings} | set(new)]
     if not findings and not new:
-        print("nothing stale: every results file measures the code at HEAD")
+        print("nothing stale: every results file replayed as measured at the last make bench-check")
         return 0
     steps = plan([f.name for f in findings] + new)
     head = git("rev-parse", "--short", "HEAD")

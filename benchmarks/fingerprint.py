@@ -19,8 +19,8 @@ carry it), writes what it saw to ``benchmarks/results/check/last_check.json`` an
 results file's fingerprint matches, else 1, naming each results file whose replay differs (``demo.json``)
 and the first value that moved. Two numbers match when ``|a - b| <= ATOL + RTOL * |b|``: a replay is
 bit-for-bit the same on one machine; the tolerance is for another CPU's rounding, not for a change.
-A comment or a refactor that keeps behaviour marks nothing; a change that moves behaviour names every
-result it moves. The pages say "Stale" for exactly the files the last check found moved
+A comment or a refactor that keeps behaviour marks nothing; a change that moves what a replay runs names
+every result that carries it (what replays do not cover: docs/benchmarks.md). The pages say "Stale" for exactly the files the last check found moved
 (``staleness.py``), and ``make bench-stale`` re-measures those.
 
 Replays run in two child processes (``python benchmarks/fingerprint.py child``: the tiny lab's, the real
@@ -77,7 +77,7 @@ REPLAYS = {
     "own_task": dict(config="examples/own_task/config.yaml", steps=REAL_STEPS),
 }
 LIGHT = ("first_run", "own_task")   # real-model replays that run with the tiny lab's (two processes, even loads)
-# name -> the files whose code a digest covers (folders: every .py, .ipynb, .yaml and Makefile-like file)
+# name -> the files whose code a digest covers (a folder: its tracked .py, .ipynb and .yaml files)
 DIGESTS = {
     "ci": ["Makefile", ".ci/run", "pyproject.toml", "constraints.txt", "constraints-verl.txt", "tests/conftest.py"],
     "notebooks": ["notebooks", "sdpo_kit/course"],
@@ -246,7 +246,7 @@ def differs(a, b, path: str = "") -> str | None:
             return f"{path}: {len(a)} entries, was {len(b)}"
         return next((d for i, (x, y) in enumerate(zip(a, b)) if (d := differs(x, y, f"{path}[{i}]"))), None)
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        same = (math.isnan(a) and math.isnan(b)) or abs(a - b) <= ATOL + RTOL * abs(b)
+        same = a == b or (math.isnan(a) and math.isnan(b)) or abs(a - b) <= ATOL + RTOL * abs(b)
         return None if same else f"{path}: {a:.7g}, was {b:.7g}"
     return None if a == b else f"{path}: {str(a)[:60]}, was {str(b)[:60]}"
 
@@ -289,7 +289,8 @@ def check(stems=None) -> int:
     found = verdicts(results, values)
     moved = {s: why for s, why in found.items() if why}
     LAST_CHECK.parent.mkdir(parents=True, exist_ok=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "sdpo_kit", "configs", "examples", "notebooks"],
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "sdpo_kit", "configs", "examples", "notebooks",
+                            "benchmarks/fingerprint.py", *DIGESTS["ci"]],
                            cwd=ROOT, capture_output=True, text=True).stdout.strip()
     head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     record = {"commit": head.stdout.strip() + ("+dirty" if dirty else ""), "seconds": round(time.perf_counter() - t0),

@@ -89,14 +89,27 @@ def last_check() -> dict:
     return json.loads(LAST_CHECK.read_text()) if LAST_CHECK.exists() else {}
 
 
+@functools.lru_cache(maxsize=None)
+def newer_than(commit: str, than: str) -> bool:
+    """Whether ``commit`` came after ``than``: it is neither ``than`` nor one of its ancestors, both being in
+    this history; False when it cannot tell."""
+    commit, than = commit.split("+")[0], than.split("+")[0]
+    if not (commit and than and has_commit(commit) and has_commit(than)):
+        return False
+    return git("merge-base", "--is-ancestor", commit, than).returncode == 1
+
+
 def moved(result: dict, check: dict | None = None) -> str | None:
     """Why ``result``'s numbers no longer describe the code: a replay of its fingerprint in ``check`` (the
     last check's, by default) differs from the one it carries (where, first), or it carries none. None
-    when every replay the check ran matches; a replay the check did not run says nothing."""
+    when every replay the check ran matches; a replay the check did not run, or a fingerprint taken after
+    the check (a result re-measured since), says nothing."""
     fp = result.get("fingerprint")
     if not isinstance(fp, dict) or not fp.get("replays"):
         return "it carries no behaviour fingerprint"
     check = last_check() if check is None else check
+    if newer_than(fp.get("commit", ""), check.get("commit", "")):
+        return None
     for name, was in fp["replays"].items():
         now = check.get("replays", {}).get(name)
         if now is None:

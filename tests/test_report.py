@@ -118,7 +118,8 @@ REPLAY = {"steps": [{"step": 1, "loss": 0.25, "reward/mean": 0.5}], "before": 0.
 def test_the_staleness_check_can_fail(monkeypatch):
     """A result whose replay at the last check differs from its fingerprint is stale, and its rendered
     provenance line names where; one that matches (within the tolerance) is fresh, with no note; one
-    without a fingerprint is stale; a replay the check did not run says nothing. One from a dirty tree,
+    without a fingerprint is stale; a replay the check did not run, or a check older than the fingerprint,
+    says nothing. One from a dirty tree,
     naming nothing, naming no commit or an unknown one has no sound provenance."""
     head = git("rev-parse", "--short", "HEAD").stdout.strip()
     fresh = {"benchmark": "x", "commit": head, "measures": ["sdpo_kit"],
@@ -139,6 +140,11 @@ def test_the_staleness_check_can_fail(monkeypatch):
     assert moved({k: v for k, v in fresh.items() if k != "fingerprint"}) == "it carries no behaviour fingerprint"
     check["replays"] = {"demo": {"error": "KeyError: 'trainer.top_k'"}}
     assert moved(fresh) == "its replay `demo` fails at `abc1234`"
+    first = git("rev-list", "--max-parents=0", "HEAD").stdout.split()[0][:7]
+    check.update(commit=first, replays={"demo": moved_loss})   # a check older than the fingerprint says nothing
+    assert moved(fresh) is None
+    assert moved({**fresh, "fingerprint": {"commit": first, "replays": {"demo": REPLAY}}}).startswith(
+        f"its replay differs at `{first}`")
     assert not provenance_problems(fresh)
     for bad in ({"commit": head + "+dirty:abc", "measures": ["sdpo_kit"]}, {"commit": head, "measures": []},
                 {"measures": ["sdpo_kit"]}, {"commit": "0000000", "measures": ["sdpo_kit"]},

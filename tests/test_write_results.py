@@ -22,11 +22,12 @@ RUNS = [{"method": "grpo", "seed": 11, "final_acc": 0.25}, {"method": "sdpo", "s
 
 @pytest.fixture
 def quick(monkeypatch, tmp_path):
-    """write_results without the slow or tree-dependent parts: a clean tree, a fixed machine, and
+    """write_results without the slow or tree-dependent parts: a clean tree, a fixed machine, no replay, and
     unsaved runs under tmp_path (never in the repository's benchmarks/results/unsaved/)."""
     monkeypatch.setattr(_common, "require_clean_tree", lambda: None)
     monkeypatch.setattr(_common, "git_commit", lambda: "abc1234")
     monkeypatch.setattr(_common, "machine_info", lambda: {"arch": "x86_64", "cores": 2})
+    monkeypatch.setattr(_common, "fingerprint_of", lambda stem, name: {"commit": "abc1234", "replays": {}})
     monkeypatch.setattr(_common, "UNSAVED", tmp_path / "unsaved")
     monkeypatch.setattr(sys, "argv", [str(ROOT / "benchmarks" / "bench_sdpo_lab.py"), "--out", "out/r.json"])
     return tmp_path
