@@ -251,6 +251,25 @@ def differs(a, b, path: str = "") -> str | None:
     return None if a == b else f"{path}: {str(a)[:60]}, was {str(b)[:60]}"
 
 
+def first_move(replays: dict, values: dict) -> tuple[str, str, str] | None:
+    """The first of a fingerprint's ``replays`` that ``values`` (a check's) moves: ``(name, kind, detail)``
+    with kind "not_run" (it could not run when measured; detail: its error), "fails" (it cannot run now;
+    detail: the error) or "differs" (detail: ``differs``' where); None when all match. A replay ``values``
+    lacks says nothing. The check and the pages' Stale notes (``staleness.moved``) both read this."""
+    for name, was in replays.items():
+        now = values.get(name)
+        if now is None:
+            continue
+        if "error" in was:
+            return name, "not_run", was["error"]
+        if "error" in now:
+            return name, "fails", now["error"]
+        where = differs(now, was, name)
+        if where:
+            return name, "differs", where
+    return None
+
+
 def verdicts(results: dict[str, dict], values: dict) -> dict[str, str | None]:
     """{stem: where its replay differs, or None} for every results file whose fingerprint's replays are in
     ``values``; a results file without a fingerprint differs ("no fingerprint")."""
@@ -260,17 +279,9 @@ def verdicts(results: dict[str, dict], values: dict) -> dict[str, str | None]:
         if not isinstance(fp, dict) or not fp.get("replays"):
             out[stem] = "no fingerprint"
             continue
-        for name, was in fp["replays"].items():
-            now = values.get(name)
-            if now is None:
-                continue
-            why = ("the replay cannot run: " + now["error"]) if "error" in now else \
-                ("it was not replayed: " + was["error"]) if "error" in was else differs(now, was, name)
-            if why:
-                out[stem] = why
-                break
-        else:
-            out[stem] = None
+        move = first_move(fp["replays"], values)
+        out[stem] = None if move is None else {"not_run": "it was not replayed: ", "fails": "the replay cannot run: ",
+                                               "differs": ""}[move[1]] + move[2]
     return out
 
 

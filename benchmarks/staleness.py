@@ -32,7 +32,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fingerprint import LAST_CHECK, differs, python_code  # noqa: F401  (python_code: read from here by the tests)
+from fingerprint import LAST_CHECK, first_move, python_code  # noqa: F401  (python_code: read from here by the tests)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -110,18 +110,13 @@ def moved(result: dict, check: dict | None = None) -> str | None:
     check = last_check() if check is None else check
     if newer_than(fp.get("commit", ""), check.get("commit", "")):
         return None
-    for name, was in fp["replays"].items():
-        now = check.get("replays", {}).get(name)
-        if now is None:
-            continue
-        if "error" in was:
-            return f"its replay `{name}` could not run at `{fp.get('commit', '?')}`"
-        if "error" in now:
-            return f"its replay `{name}` fails at `{check.get('commit', '?')}`"
-        where = differs(now, was, name)
-        if where:
-            return f"its replay differs at `{check.get('commit', '?')}` ({where})"
-    return None
+    move = first_move(fp["replays"], check.get("replays", {}))
+    if move is None:
+        return None
+    name, kind, detail = move
+    return {"not_run": f"its replay `{name}` could not run at `{fp.get('commit', '?')}`",
+            "fails": f"its replay `{name}` fails at `{check.get('commit', '?')}`",
+            "differs": f"its replay differs at `{check.get('commit', '?')}` ({detail})"}[kind]
 
 
 def stale_note(result: dict) -> str:
