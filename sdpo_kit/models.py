@@ -33,6 +33,8 @@ from pathlib import Path
 
 import torch
 
+from sdpo_kit.core.unsloth_patches import fit_to_unsloth
+
 TINY_LAB = "tiny-lab"
 SMOLLM2 = "smollm2-135m"   # the real CPU model (lab.real_model)
 # LoRA defaults: r=16 on every attention and MLP projection, alpha 16, no dropout (Unsloth's notebooks' usual start)
@@ -166,7 +168,7 @@ def _load_transformers(name, *, load_in_4bit, dtype, trust_remote_code, local_on
         model = AutoModelForCausalLM.from_pretrained(name, **model_kwargs)
     if torch.cuda.is_available() and not load_in_4bit:
         model = model.to("cuda")
-    return model, tokenizer
+    return fit_to_unsloth(model), tokenizer
 
 
 def add_peft_lora(model, lora: dict):
@@ -220,6 +222,7 @@ def load_policy(name: str = TINY_LAB, *, lora=None, load_in_4bit: bool | None = 
 
         cfg = LabConfig(**lab_config) if isinstance(lab_config, dict) else lab_config
         model, tokenizer = warm_start(cfg)
+        model = fit_to_unsloth(model)   # once Unsloth has loaded a Llama, the tiny lab runs its code too
         lora_kw = lora_kwargs(lora)  # off unless asked: the tiny model trains in full
         if lora_kw is not None:
             model = add_peft_lora(model, lora_kw)

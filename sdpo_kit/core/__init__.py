@@ -9,6 +9,7 @@
                    capability 8.0, else fp16 with a gradient scaler), for the scratch scaffold
     preflight.py   a GPU run's device, dtype and why, free memory and peak-memory estimate
     fast_generation.py  the vLLM option (TRL colocate, Unsloth fast_inference) and its fallback
+    unsloth_patches.py  a model Unsloth did not load, made to run Unsloth's patched forward (GPU only)
     checkpoint.py  what a checkpoint holds and how it is written and read
     trl_base.py    what every TRL-backed trainer shares (presets, metrics callback, resume)
     metrics.py     metric names, TRL's names for them, the metrics.jsonl sink

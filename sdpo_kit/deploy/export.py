@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from sdpo_kit.core.unsloth_patches import fit_to_unsloth
 from sdpo_kit.deploy.run_model import (  # noqa: F401 (ExportError, compare_models re-exported)
     ExportError,
     base_model,
@@ -175,4 +176,4 @@ def round_trip(run_dir, export_dir, prompts, *, max_new_tokens: int = 8) -> dict
         got = AutoModelForCausalLM.from_pretrained(export_dir).eval()
     dtype = next(got.parameters()).dtype
     return {"dtype": str(dtype).replace("torch.", ""),
-            **compare_models(ref, got.to(device, torch.float32), tok, prompts, max_new_tokens)}
+            **compare_models(ref, fit_to_unsloth(got.to(device, torch.float32)), tok, prompts, max_new_tokens)}

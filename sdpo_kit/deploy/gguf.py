@@ -247,6 +247,7 @@ def gguf_round_trip(run_dir, gguf_file, prompts, *, max_new_tokens: int = 8) -> 
     from transformers import AutoModelForCausalLM
 
     from sdpo_kit.core.sampling import encode_prompts, sample
+    from sdpo_kit.core.unsloth_patches import fit_to_unsloth
     from sdpo_kit.deploy.run_model import comparison_device, load_run_model
     from sdpo_kit.lab.real_model import gguf_metadata
 
@@ -258,7 +259,7 @@ def gguf_round_trip(run_dir, gguf_file, prompts, *, max_new_tokens: int = 8) -> 
     got = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
                                                dtype=torch.float32).eval()   # dequantised to fp32
     device = comparison_device()
-    ref, got = ref.to(device), got.to(device)
+    ref, got = ref.to(device), fit_to_unsloth(got.to(device))   # Unsloth's patched Llama, if loaded
     gtok, reader, notes = gguf_tokenizer(gguf_file, meta)
     raw = gguf_vocabulary(gguf_file, raw=True)
     ours = {i: t for t, i in tok.get_vocab().items()}

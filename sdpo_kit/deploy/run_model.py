@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from sdpo_kit.core.config import ModelConfig
+from sdpo_kit.core.unsloth_patches import fit_to_unsloth
 
 
 class ExportError(ValueError):
@@ -127,7 +128,7 @@ def full_model(run_dir, dtype: torch.dtype | None = None):
         tok = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=source.trust_remote_code)
     except (OSError, ValueError) as e:
         raise ExportError(f"{model_dir} cannot be loaded back as a transformers model: {str(e).splitlines()[0]}") from None
-    return model, finish_tokenizer(tok, model)
+    return fit_to_unsloth(model), finish_tokenizer(tok, model)
 
 
 def load_run_model(run_dir, dtype: torch.dtype | None = None):

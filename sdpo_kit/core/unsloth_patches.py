@@ -1,0 +1,66 @@
+"""Models that did not come through Unsloth's loader, in a process where Unsloth has loaded one.
+
+Unsloth speeds a model up by replacing its architecture's ``forward`` functions on the classes
+(``LlamaForCausalLM.forward``, ``LlamaAttention.forward``, ...), so once it has loaded one Llama every
+Llama in the process runs Unsloth's code: the tiny lab built in code, a reference model loaded by
+plain transformers for an export's round trip, a GGUF file read back. That code runs Triton kernels
+(CUDA tensors only) and reads what Unsloth's ``from_pretrained`` gives the models it loads: the
+rotary embedding on every attention layer and a ``max_seq_length`` on the model. Without them
+generation fails (``Pointer argument cannot be accessed from Triton (cpu tensor?)``, ``'LlamaAttention'
+object has no attribute 'rotary_emb'``: the GPU run of 2026-11-27).
+
+``fit_to_unsloth(model)`` gives such a model the same: on the GPU, one rotary embedding shared by
+its attention layers (rebuilt with Unsloth's class when the model was built before the patch), and a
+``max_seq_length``. A model whose class Unsloth has not patched comes back as it was.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+
+def _core(model):
+    """The transformers model under a PEFT wrapper (or ``model`` itself)."""
+    get = getattr(model, "get_base_model", None)
+    return get() if callable(get) else model
+
+
+def patched_by_unsloth(model) -> bool:
+    """Whether ``model``'s class runs a ``forward`` that Unsloth put there."""
+    forward = getattr(type(_core(model)), "forward", None)
+    return getattr(forward, "__module__", "").startswith("unsloth")
+
+
+def fit_to_unsloth(model, max_seq_length: int | None = None):
+    """``model``, ready for the forward functions Unsloth patched into its class: moved to the GPU,
+    every attention layer given the model's rotary embedding (of the class Unsloth put in the modeling
+    module, rebuilt from the config when it is the original), ``max_seq_length`` (default the config's
+    ``max_position_embeddings``) set on each level that lacks it. A no-op for a class Unsloth has not
+    patched. Returns the model (moved in place)."""
+    if not patched_by_unsloth(model):
+        return model
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    core = _core(model)
+    inner = getattr(core, "model", None)
+    rotary = getattr(inner, "rotary_emb", None)
+    if rotary is not None:
+        module = sys.modules.get(type(inner).__module__)
+        patched_class = getattr(module, type(rotary).__name__, None)
+        if isinstance(patched_class, type) and not isinstance(rotary, patched_class):
+            device = next(core.parameters()).device
+            with torch.device(device):
+                rotary = inner.rotary_emb = patched_class(config=core.config)
+        for layer in getattr(inner, "layers", ()):
+            attention = getattr(layer, "self_attn", None)
+            if attention is not None:
+                attention.rotary_emb = rotary
+    length = max_seq_length or getattr(core.config, "max_position_embeddings", 2048)
+    level = core
+    while level is not None:
+        if getattr(level, "max_seq_length", None) is None:
+            level.max_seq_length = length
+        level = getattr(level, "model", None)
+    return model
