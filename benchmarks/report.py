@@ -47,10 +47,11 @@ from report_code import (
     sdpo_head_start,
     sdpo_head_start_fields,
 )
-from report_course import first_run, first_run_fields, gpu_status_fields, lab_heldout_fields
+from report_course import first_run, first_run_fields, lab_heldout_fields
 from report_demo import demo_plateau, demo_plateau_fields
 from report_docs import DOC_FIELDS
 from report_format import discovery_table, fmt, md_table, provenance
+from report_gpu import gpu_runs_table, gpu_status_fields
 from report_notebooks import notebook_fields, notebook_reference, notebook_wall_fields
 from report_pins import install_pip, pins_fields
 from report_real import (
@@ -384,7 +385,7 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
 
 # fields and blocks from the repository's own files, not from a results file
 REPO_FIELDS = {"pins": pins_fields, "gpu": gpu_status_fields, "lab": lab_heldout_fields}
-REPO_BLOCKS = {"install-pip": install_pip}
+REPO_BLOCKS = {"install-pip": install_pip, "gpu-runs": gpu_runs_table}
 
 
 def render_field(name: str, key: str) -> str:

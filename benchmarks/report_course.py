@@ -3,7 +3,6 @@ and notebook 00."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from report_format import md_table, provenance
@@ -46,47 +45,6 @@ def first_run_fields(res: dict) -> dict:
             "wall_min": f"{-(-s['max_wall_s'] // 60):.0f}", "s_per_step": f"{s['median_s_per_step']:.1f}",
             "n_eval": str(s["n_eval"]), "seeds": str(len(runs)),
             **{k: f"{v:.2f}" for k, v in s.get("position", {}).items()}}
-
-
-GPU_RESULTS = ROOT / "benchmarks" / "results" / "gpu"
-GPU_NOT_RUN = "a T4, the T4 profile's Qwen2.5-0.5B-Instruct (no hub on the lent machine) and vLLM"
-
-
-def _nb00_steps(log: Path) -> tuple[int, int] | None:
-    """(steps run, steps planned) of a notebook-00 run on the GPU path, from its log."""
-    import re
-
-    found = re.findall(r"^step\s+(\d+)/(\d+)", log.read_text(), re.M) if log.exists() else []
-    return (int(found[-1][0]), int(found[-1][1])) if found else None
-
-
-def gpu_status_fields() -> dict:
-    """``gpu.status``: the one sentence README.md, docs/index.md and docs/install.md give on what has run on a
-    GPU, from ``benchmarks/results/gpu/``: the full runs' reports in the folders named by their date (the
-    latest counted), and the fixes' partial re-run in ``<date>-partial/`` (a subset of checks, and notebook 00
-    through the GPU path, ``gpu_lease.sh nb00``)."""
-    full = sorted(p for p in GPU_RESULTS.iterdir() if p.is_dir() and len(p.name) == 10) if GPU_RESULTS.exists() else []
-    if not full:
-        return {"status": "The GPU checks (`make gpu-check`) have not run on a GPU yet."}
-    last = [json.loads(p.read_text()) for p in sorted(full[-1].glob("*.json"))]
-    device = last[0]["device"]
-    tiny = [c for r in last for c in r["checks"] if "real-model" not in c["check"] and c["outcome"] != "skipped"]
-    real = [c for r in last for c in r["checks"] if "real-model" in c["check"]]
-    failed = sorted({c["check"].split("[")[-1][:2] for c in real if c["outcome"] == "failed"})
-    text = (f"On a GPU, `make gpu-check` (through `benchmarks/gpu_lease.sh`) ran on a lent {device} on "
-            f"{' and '.join(p.name for p in full)}: in the latest full run {sum(c['outcome'] == 'passed' for c in tiny)} "
-            f"of {len(tiny)} checks on the tiny lab passed (Unsloth, 4-bit, 16-bit training, TRL on CUDA, the export "
-            f"merge, the notebooks) and {sum(c['outcome'] == 'passed' for c in real)} of {len(real)} notebooks on the "
-            "real model")
-    if failed:
-        text += (f"; the failures (notebooks {', '.join(failed[:-1])} and {failed[-1]}) led to fixes that have not run "
-                 "on a GPU")
-    partial = GPU_RESULTS / f"{full[-1].name}-partial"
-    steps = _nb00_steps(partial / "nb00_gpu.log")
-    if steps:
-        text += (f", and notebook 00 at full size on the real model through the GPU path (Unsloth's 4-bit base, bf16) "
-                 f"ran {steps[0]} of its {steps[1]} GRPO steps before the session's GPU time ran out")
-    return {"status": f"{text}. Not run on a GPU: {GPU_NOT_RUN}; the reports are in `benchmarks/results/gpu/`."}
 
 
 def lab_heldout_fields() -> dict:

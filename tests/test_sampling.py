@@ -147,20 +147,3 @@ def test_a_forward_without_a_usable_cache_samples_through_generate(tok):
     assert decode(model, enc["input_ids"], enc["attention_mask"], config, 2) is None
     model.forward = real_forward
     assert decode(model, enc["input_ids"], enc["attention_mask"], config, 2).shape[0] == 2 * len(PROMPTS)
-
-
-def test_a_plain_model_beside_unsloth_gets_the_max_seq_length_its_patched_forward_reads(tok, monkeypatch):
-    """With unsloth imported (a stand-in module here), a model from plain transformers gets ``max_seq_length``
-    from its config before sampling (the first GPU run's export round trip failed on it); without it, nothing
-    is added."""
-    import sys
-    import types
-
-    from sdpo_kit.core.sampling import unsloth_ready
-
-    model = build_model(tok, seed=0)
-    unsloth_ready(model)
-    assert not hasattr(model, "max_seq_length")
-    monkeypatch.setitem(sys.modules, "unsloth", types.ModuleType("unsloth"))
-    draw(model, tok)
-    assert model.max_seq_length == model.model.max_seq_length == model.config.max_position_embeddings

@@ -71,3 +71,44 @@ def test_a_peft_wrapped_model_and_a_set_length_are_kept(monkeypatch):
     fit_to_unsloth(peft)
     assert model.model.rotary_emb is rotary and model.max_seq_length == 128
     assert all(layer.self_attn.rotary_emb is rotary for layer in model.model.layers)
+
+
+def test_sampling_fits_a_model_beside_unsloth_before_it_draws(monkeypatch):
+    """core.sampling.sample gives a model Unsloth did not load what the patched forward reads, then draws."""
+    from sdpo_kit.core.sampling import sample
+
+    tok = build_tokenizer()
+    model = build_model(tok, LabConfig())
+    patched = unsloth_like_patch(monkeypatch)
+    out = sample(model, tok, ["1+2="], max_new_tokens=3, do_sample=False)
+    assert len(out.texts) == 1
+    assert isinstance(model.model.rotary_emb, patched) and model.max_seq_length == model.config.max_position_embeddings
+
+
+def test_run_without_unsloth_calls_in_a_fresh_process_and_says_when_it_fails(tmp_path):
+    import pytest
+
+    from sdpo_kit.core.unsloth_patches import run_without_unsloth
+
+    source, target = tmp_path / "a.txt", tmp_path / "b.txt"
+    source.write_text("written")
+    run_without_unsloth("shutil", "copyfile", source, target)
+    assert target.read_text() == "written"
+    with pytest.raises(RuntimeError, match="shutil.copyfile failed in a process of its own"):
+        run_without_unsloth("shutil", "copyfile", tmp_path / "missing.txt", target)
+
+
+def test_beside_unsloth_the_tiny_lab_warm_start_trains_in_a_process_of_its_own(tmp_path, monkeypatch):
+    """Unsloth's forward needs CUDA, the warm start trains on the CPU: beside the patch it is built by a
+    fresh process (the same weights as anywhere: a build here without the patch is compared) and loaded."""
+    from sdpo_kit.lab.model import warm_start
+
+    cfg = LabConfig(sft_steps=4, sft_batch_size=8)
+    monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path / "beside"))
+    unsloth_like_patch(monkeypatch)
+    model, _ = warm_start(cfg, verbose=False)
+    assert (tmp_path / "beside" / f"tiny-lab-{cfg.key()}" / "model.safetensors").exists()
+    monkeypatch.undo()
+    monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path / "plain"))
+    plain, _ = warm_start(cfg, verbose=False)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), plain.state_dict().values()))

@@ -20,11 +20,12 @@ neutral defaults while it trains (``trl_base.NeutralGenerationDefaults``): TRL's
 from __future__ import annotations
 
 import contextlib
-import sys
 from dataclasses import dataclass
 
 import torch
 from transformers import GenerationConfig
+
+from sdpo_kit.core.unsloth_patches import fit_to_unsloth
 
 
 def render_prompts(tokenizer, prompts) -> list[str]:
@@ -107,18 +108,6 @@ def generation_model(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
-def unsloth_ready(model) -> None:
-    """Once imported, Unsloth patches the forward of every Llama / Qwen model, whichever loader made it, and
-    its fast decoding path reads ``max_seq_length``, which only Unsloth's loader sets: a model loaded by plain
-    transformers beside it (an export read back, a base to merge into) gets it here, from its config."""
-    if "unsloth" not in sys.modules:
-        return
-    hf = generation_model(model)
-    for module in (model, hf, getattr(hf, "model", None)):
-        if module is not None and not hasattr(module, "max_seq_length"):
-            module.max_seq_length = int(getattr(hf.config, "max_position_embeddings", 2048))
-
-
 @contextlib.contextmanager
 def neutral_generation_defaults(model):
     """Swap the model's ``generation_config`` for a neutral one while sampling.
@@ -152,8 +141,8 @@ def sample(model, tokenizer, prompts, *, max_new_tokens: int, do_sample: bool = 
     generation defaults ignored); ``do_sample=False`` decodes greedily."""
     from sdpo_kit.core.utils import eval_mode
 
+    model = fit_to_unsloth(model)   # a model Unsloth did not load, beside one it did (core.unsloth_patches)
     device = next(model.parameters()).device
-    unsloth_ready(model)
     enc = encode_prompts(tokenizer, prompts, device)
     G = num_return_sequences
     prompt_ids = enc["input_ids"].repeat_interleave(G, 0)                        # (B, P)

@@ -12,6 +12,8 @@ object has no attribute 'rotary_emb'``: the GPU run of 2026-11-27).
 ``fit_to_unsloth(model)`` gives such a model the same: on the GPU, one rotary embedding shared by
 its attention layers (rebuilt with Unsloth's class when the model was built before the patch), and a
 ``max_seq_length``. A model whose class Unsloth has not patched comes back as it was.
+``run_without_unsloth`` runs what must not meet the patch (the tiny lab's CPU warm start) in a process
+of its own.
 """
 
 from __future__ import annotations
@@ -28,9 +30,34 @@ def _core(model):
 
 
 def patched_by_unsloth(model) -> bool:
-    """Whether ``model``'s class runs a ``forward`` that Unsloth put there."""
-    forward = getattr(type(_core(model)), "forward", None)
-    return getattr(forward, "__module__", "").startswith("unsloth")
+    """Whether ``model``'s class (or ``model``, a class) runs a ``forward`` that Unsloth put there."""
+    cls = model if isinstance(model, type) else type(_core(model))
+    return getattr(getattr(cls, "forward", None), "__module__", "").startswith("unsloth")
+
+
+_CHILD = """import pickle, sys
+from importlib import import_module
+module, name, args, kwargs = pickle.load(sys.stdin.buffer)
+getattr(import_module(module), name)(*args, **kwargs)
+"""
+
+
+def run_without_unsloth(module: str, name: str, *args, **kwargs) -> None:
+    """Call ``module.name(*args, **kwargs)`` in a fresh Python process, where Unsloth's patches are not:
+    for work that must run on the CPU as it does everywhere else (the tiny lab's warm start, trained
+    bit for bit as on any machine). Its output goes where this process's goes; arguments are pickled.
+    RuntimeError when it fails."""
+    import os
+    import pickle
+    import subprocess
+    from pathlib import Path
+
+    package_root = str(Path(__file__).resolve().parents[2])   # the sdpo_kit this process imported
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps((module, name, args, kwargs)), env=env)
+    if done.returncode:
+        raise RuntimeError(f"{module}.{name} failed in a process of its own (exit {done.returncode}); its output "
+                           "is above")
 
 
 def fit_to_unsloth(model, max_seq_length: int | None = None):

@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from sdpo_kit.core.config import ConfigError
+from sdpo_kit.core.unsloth_patches import patched_by_unsloth, run_without_unsloth
 
 IM_START, IM_END, PAD, UNK = "<|im_start|>", "<|im_end|>", "<pad>", "<unk>"
 SPECIAL_TOKENS = [PAD, UNK, IM_START, IM_END]
@@ -313,6 +314,9 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
                 hf_logging.enable_progress_bar()
         return model.eval(), tok
 
+    if patched_by_unsloth(LlamaForCausalLM):   # Unsloth's forward runs on CUDA only: train where it is not loaded
+        run_without_unsloth(__name__, "warm_start", cfg, force=force, verbose=verbose)
+        return warm_start(cfg, verbose=False)
     t0 = time.time()
     tok = build_tokenizer()
     model = build_model(tok, cfg, seed=cfg.seed)

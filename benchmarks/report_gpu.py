@@ -1,0 +1,110 @@
+"""What has run on a GPU, from ``benchmarks/results/gpu/``: one folder per lease, its checks' reports
+(``gpu_check_<stage>.json``, written by tests/gpu/conftest.py), logs, notebook 00's full-size log
+(``nb00_gpu.log``) and a ``run.json`` (``kind``: full or partial, ``commit``, ``stages``, ``note``). Folders
+from before ``run.json`` are read by name: a date alone is a full run, ``<date>-partial`` a partial one.
+
+``gpu.status`` is the one sentence README.md, docs/index.md and docs/install.md give; the ``gpu-runs`` block
+is docs/install.md's table of every lease."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from report_format import md_table
+
+GPU_RESULTS = Path(__file__).resolve().parent / "results" / "gpu"
+GPU_NOT_RUN = "a T4, the T4 profile's Qwen2.5-0.5B-Instruct (no hub on the lent machine) and vLLM"
+
+
+def gpu_runs(root: Path = GPU_RESULTS) -> list[dict]:
+    """Every lease's folder, oldest first (by its reports' dates): name, kind, commit, device, date, the
+    checks (each ``{"check", "outcome", ...}``) and notebook 00's full-size run (``nb00_run``)."""
+    runs = []
+    for folder in (p for p in root.iterdir() if p.is_dir()) if root.exists() else ():
+        meta = json.loads((folder / "run.json").read_text()) if (folder / "run.json").exists() else {}
+        files = [p for p in sorted(folder.glob("*.json")) if p.name != "run.json"]
+        reports = [json.loads(p.read_text()) for p in files]
+        if not reports:
+            continue
+        stages = [(p.stem.removeprefix("gpu_check_").replace("_", " "), r["passed"], r["passed"] + r["failed"])
+                  for p, r in zip(files, reports)]
+        runs.append({"name": folder.name, "kind": meta.get("kind", "full" if len(folder.name) == 10 else "partial"),
+                     "commit": meta.get("commit"), "note": meta.get("note", ""),
+                     "device": reports[0]["device"], "date": max(r["date"] for r in reports),
+                     "checks": [c for r in reports for c in r["checks"]], "stages": stages,
+                     "nb00": nb00_run(folder / "nb00_gpu.log")})
+    return sorted(runs, key=lambda r: r["date"])
+
+
+def nb00_run(log: Path) -> dict | None:
+    """Notebook 00 at full size through the GPU path, from its log: the last step reached and the planned
+    steps, the held-out accuracy before and after when training finished, and whether the script ran to
+    its end (it prints its wall time there)."""
+    text = log.read_text() if log.exists() else ""
+    steps = re.findall(r"^step\s+(\d+)/(\d+)", text, re.M)
+    if not steps:
+        return None
+    acc = re.search(r"held-out accuracy: before ([\d.]+) -> after ([\d.]+)", text)
+    return {"step": int(steps[-1][0]), "steps": int(steps[-1][1]),
+            "before": float(acc[1]) if acc else None, "after": float(acc[2]) if acc else None,
+            "finished": "notebook 00, full size, GPU path:" in text}
+
+
+def _counts(checks, real: bool) -> tuple[int, int]:
+    mine = [c for c in checks if ("real-model" in c["check"]) == real and c["outcome"] != "skipped"]
+    return sum(c["outcome"] == "passed" for c in mine), len(mine)
+
+
+def _failed_notebooks(checks) -> list[str]:
+    return sorted({c["check"].split("[")[-1][:2] for c in checks if "real-model" in c["check"]
+                   and c["outcome"] == "failed"})
+
+
+def _nb00_words(nb: dict) -> str:
+    if nb["after"] is None:
+        return f"ran {nb['step']} of its {nb['steps']} GRPO steps before the session's GPU time ran out"
+    words = (f"trained its {nb['steps']} GRPO steps (held-out accuracy {nb['before']:.2f} before, "
+             f"{nb['after']:.2f} after)")
+    return words if nb["finished"] else words + " and stopped in a later cell"
+
+
+def gpu_status_fields() -> dict:
+    """``gpu.status``: the latest full run's counts, notebook 00's full-size run, and what the partial runs
+    after it say of its failures' fixes."""
+    runs = gpu_runs()
+    full = [r for r in runs if r["kind"] == "full"]
+    if not full:
+        return {"status": "The GPU checks (`make gpu-check`) have not run on a GPU yet."}
+    last = full[-1]
+    devices = {}
+    for r in runs:
+        devices.setdefault(r["device"], []).append(r["date"][:10])
+    where = " and ".join(f"an {d} on {' and '.join(sorted(set(days)))}" for d, days in devices.items())
+    tiny, real = _counts(last["checks"], False), _counts(last["checks"], True)
+    text = (f"On a GPU, `make gpu-check` (through `benchmarks/gpu_lease.sh`) ran on lent machines, {where}: in the "
+            f"latest full run ({last['device']}, commit {last['commit'] or 'not recorded'}) {tiny[0]} of {tiny[1]} "
+            "checks on the tiny lab passed (Unsloth, 4-bit, 16-bit training, TRL on CUDA, the export merge, the "
+            f"notebooks) and {real[0]} of {real[1]} notebooks on the real model")
+    later = [r for r in runs if r["kind"] == "partial" and r["date"] > last["date"]]
+    nb = next((r["nb00"] for r in [*later[::-1], last] if r["nb00"]), None)
+    if nb:
+        text += (", and notebook 00 at full size on the real model through the GPU path (Unsloth's 4-bit base, bf16) "
+                 + _nb00_words(nb))
+    failed = _failed_notebooks(last["checks"])
+    if failed:
+        names = ", ".join(failed[:-1]) + " and " + failed[-1] if len(failed) > 1 else failed[0]
+        text += f"; the failures (notebook{'s' if len(failed) > 1 else ''} {names}) led to fixes"
+        text += (f", re-run in part at {later[-1]['commit']} (docs/install.md), and the fixes since have not run on "
+                 "a GPU" if later else " that have not run on a GPU")
+    return {"status": f"{text}. Not run on a GPU: {GPU_NOT_RUN}; the reports are in `benchmarks/results/gpu/`."}
+
+
+def gpu_runs_table() -> str:
+    """docs/install.md's ``gpu-runs`` block: one row per lease, the checks passed per report (stage)."""
+    rows = [[r["date"][:10], r["device"], r["commit"] or "", r["kind"],
+             "; ".join(f"{stage}: {passed} of {ran}" for stage, passed, ran in r["stages"]),
+             _nb00_words(r["nb00"]) if r["nb00"] else "", f"`{r['name']}/`"] for r in gpu_runs()]
+    return md_table(["date", "GPU", "commit", "run", "checks passed (per report)", "notebook 00, full size",
+                     "reports"], rows)
