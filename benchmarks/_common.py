@@ -12,7 +12,7 @@ never loses its runs to a write error.
 Numbers come from clean commits: a script refuses to start, and ``write_results`` to write, while
 ``sdpo_kit/``, ``configs/``, ``benchmarks/`` (results aside) or ``notebooks/`` have uncommitted changes.
 ``--allow-dirty`` (any script) runs anyway and stamps the commit ``<sha>+dirty:<hash of the diff>``.
-Each results file names the files it measures (``MEASURES``) and carries a behaviour fingerprint
+Each results file names the files it measures (its rooms in ``experiments.py``) and carries a behaviour fingerprint
 (``fingerprint.py``: a short replay of what it measured, taken as it is written); when ``make bench-check``
 replays it differently the results are stale: ``report.py`` marks their blocks and lists them, ``make
 bench-stale`` re-measures them (``staleness.py``; ``make test`` fails only on a dirty tree or missing provenance).
@@ -54,30 +54,6 @@ def machine_info() -> dict:
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
-# the code each benchmark measures (besides this file and its own script): a result is stale once
-# any of these changes in a later commit (staleness.py); rooms, not single files
-CORE = ["sdpo_kit/core", "sdpo_kit/text", "sdpo_kit/sandbox", "sdpo_kit/lab", "sdpo_kit/models.py",
-        "sdpo_kit/registry.py", "sdpo_kit/training.py", "sdpo_kit/cli.py", "sdpo_kit/rewards",
-        "benchmarks/_common.py"]
-MEASURES = {
-    "demo": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
-    "first_run": CORE + ["sdpo_kit/grpo", "configs/first_run.yaml"],
-    "own_task": CORE + ["sdpo_kit/grpo", "examples/own_task"],
-    "speed": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
-    "lab": CORE + ["sdpo_kit/grpo", "configs/demo.yaml"],
-    "vapor": CORE + ["sdpo_kit/grpo", "sdpo_kit/vapor", "configs/vapor.yaml"],
-    "sdpo": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo.yaml", "configs/sdpo_feedback.yaml"],
-    "sdpo_lab": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_lab.yaml", "configs/sdpo_paper.yaml"],
-    "ppo": CORE + ["sdpo_kit/ppo", "configs/teacher_student_ppo.yaml"],
-    "export": CORE + ["sdpo_kit/grpo", "sdpo_kit/deploy", "configs/demo.yaml"],
-    "notebooks": CORE + ["sdpo_kit", "notebooks", "configs"],
-    "code_reward": ["sdpo_kit/sandbox", "sdpo_kit/rewards", "sdpo_kit/lab/code_task.py", "benchmarks/_common.py"],
-    "code_lab": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_code_lab.yaml"],
-    "real": CORE + ["sdpo_kit/grpo", "sdpo_kit/sdpo", "sdpo_kit/vapor", "sdpo_kit/ppo", "configs/real_grpo.yaml",
-             "configs/real_sdpo.yaml", "configs/real_vapor.yaml", "configs/real_ppo.yaml"],
-    "fresh_clone": ["Makefile", ".ci/run", "pyproject.toml", "constraints.txt", "constraints-verl.txt",
-                    "tests/conftest.py"],
-}
 WATCHED = ["sdpo_kit", "configs", "benchmarks", "notebooks"]   # a dirty tree here refuses to write results
 
 ALLOW_DIRTY = "--allow-dirty" in sys.argv
@@ -132,14 +108,14 @@ def _benchmark_file(path) -> str | None:
 
 
 def measures(name: str) -> list[str]:
-    """The files a results file ``name`` measures: its room list (``MEASURES``), its script, and the
+    """The files a results file ``name`` measures: its rooms (``experiments.py``), its script, and the
     benchmark modules the script imported (``bench_sdpo_lab_room.py`` runs ``bench_sdpo_lab.py``'s code)."""
-    base = next((k for k in sorted(MEASURES, key=len, reverse=True) if name.startswith(k)), None)
-    if base is None:
-        raise KeyError(f"benchmark {name!r} names no measured files: add it to MEASURES in benchmarks/_common.py")
+    from experiments import ROOMS, experiment
+
+    rooms = ROOMS[experiment(name).rooms]
     files = [_benchmark_file(sys.argv[0])] + [_benchmark_file(getattr(m, "__file__", None))
                                               for m in list(sys.modules.values())]
-    return sorted(set(MEASURES[base]) | {f for f in files if f})
+    return sorted(set(rooms) | {f for f in files if f})
 
 
 def median(xs):
@@ -208,7 +184,7 @@ def fingerprint_of(stem: str, name: str) -> dict:
 
     stem = stem if stem in fingerprint.FINGERPRINTS else name
     if stem not in fingerprint.FINGERPRINTS:
-        raise KeyError(f"results file {stem!r} has no replay: add it to FINGERPRINTS in benchmarks/fingerprint.py")
+        raise KeyError(f"results file {stem!r} has no replay: declare it in benchmarks/experiments.py")
     print(f"fingerprint of {stem}: replaying {', '.join(fingerprint.needed([stem]))}", flush=True)
     try:
         values = fingerprint.run_child(fingerprint.needed([stem]), ROOT)

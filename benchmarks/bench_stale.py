@@ -6,8 +6,8 @@
 
 Which: every results file ``staleness.scan`` finds stale (its replay moved at the last ``make bench-check``)
 or without sound provenance (made from a dirty tree, ...), and every results file ``ORDER`` names that
-has not been measured yet (the report renders "not measured yet" for it). How: the command ``report.MAKERS`` names for
-each, run once even when it makes several of them. In what order: ``ORDER`` (the Makefile's ``bench``
+has not been measured yet (the report renders "not measured yet" for it). How: the command ``experiments.py`` declares for
+each, run once even when it makes several of them. In what order: ``ORDER``, the declaration's (the Makefile's ``bench``
 order first, then the SDPO skill lab, whose ``sdpo_lab`` runs before the signal benchmarks that read its
 tuned learning rate, ``READS``; the code lab; the notebooks; ``fresh_clone`` last: it times CI on a
 fresh clone of HEAD and nothing reads it). Where: ``git worktree add --detach`` of HEAD in a temporary
@@ -34,28 +34,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments import EXPERIMENTS
 from report import MAKERS
 from staleness import ROOT, describe, scan
 
 RESULTS = ROOT / "benchmarks" / "results"
-# the order results files are re-measured in (every MAKERS key once; tests/test_bench_stale.py checks)
-ORDER = ["speed", "demo", "first_run", "own_task", "demo_constant_lr", "demo_top_k50", "demo_copy_warm_start", "demo_plateau", "lab", "code_reward", "export",
-         "vapor", "sdpo", "ppo",
-         "sdpo_lab", "sdpo_lab_discovery", "sdpo_lab_signal", "sdpo_lab_signal_1000", "sdpo_lab_ablations",
-         "sdpo_lab_stability", "sdpo_lab_headroom", "sdpo_lab_room", "sdpo_lab_transfer", "code_lab", "code_lab_starving", "code_lab_discovery",
-         "code_lab_heldout",
-         "real_tasks", "real_speed", "real_decode", "real_learn", "real_sdpo", "sdpo_head_start",
-         "notebooks_smoke", "notebooks_smoke_cold", "notebooks_full", "notebooks_smoke_real",
-         "fresh_clone"]
-# results file -> the results files its benchmark reads (they are re-measured before it)
-READS = {"sdpo_lab_signal": ["sdpo_lab"], "sdpo_lab_signal_1000": ["sdpo_lab"],
-         "sdpo_head_start": ["sdpo_lab", "sdpo_lab_room", "code_lab", "code_lab_starving", "code_lab_discovery", "real_sdpo"]}
+# the order results files are re-measured in, and what each one's benchmark reads (made before it): as
+# benchmarks/experiments.py declares them
+ORDER = list(EXPERIMENTS)
+READS = {stem: list(e.reads) for stem, e in EXPERIMENTS.items() if e.reads}
 
 
 @dataclass
 class Step:
     """One command to run and the stale results files it makes."""
-    command: str            # as report.MAKERS has it: a script in benchmarks/ and its arguments
+    command: str            # as experiments.py declares it: a script in benchmarks/ and its arguments
     results: list[str]
 
     def argv(self, python: str = sys.executable) -> list[str]:
@@ -69,8 +62,7 @@ def plan(names, makers: dict[str, str] = MAKERS, order: list[str] = ORDER) -> li
     (a command's place is that of the first of its files). ValueError naming any file no command makes."""
     unknown = sorted(n for n in set(names) if n not in makers or n not in order)
     if unknown:
-        raise ValueError(f"no command makes {unknown}: add it to MAKERS in benchmarks/report.py and to "
-                         "ORDER in benchmarks/bench_stale.py")
+        raise ValueError(f"no command makes {unknown}: declare it in benchmarks/experiments.py")
     steps: dict[str, Step] = {}
     for name in sorted(set(names), key=order.index):
         steps.setdefault(makers[name], Step(makers[name], [])).results.append(name)

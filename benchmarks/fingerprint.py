@@ -43,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments import EXPERIMENTS
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 LAST_CHECK = RESULTS / "check" / "last_check.json"
@@ -82,26 +84,8 @@ DIGESTS = {
     "ci": ["Makefile", ".ci/run", "pyproject.toml", "constraints.txt", "constraints-verl.txt", "tests/conftest.py"],
     "notebooks": ["notebooks", "sdpo_kit/course"],
 }
-TINY = ["demo", "vapor", "sdpo", "ppo"]   # what the tiny-lab notebooks train
-# results file (its stem) -> its replays and digests
-FINGERPRINTS = {
-    "demo": ["demo"], "demo_constant_lr": ["demo_constant_lr"], "demo_top_k50": ["demo_top_k50"],
-    "demo_copy_warm_start": ["demo_copy_warm_start"], "demo_plateau": ["demo"], "speed": ["demo"],
-    "lab": ["demo", "demo_copy_warm_start"], "export": ["demo"], "vapor": ["vapor"],
-    "sdpo": ["sdpo", "sdpo_feedback"], "ppo": ["ppo"], "code_reward": ["code_lab"],
-    **{n: ["sdpo_lab", "sdpo_paper"] for n in ("sdpo_lab", "sdpo_lab_ablations", "sdpo_lab_discovery",
-                                              "sdpo_lab_headroom", "sdpo_lab_room", "sdpo_lab_signal",
-                                              "sdpo_lab_signal_1000", "sdpo_lab_stability", "sdpo_lab_transfer")},
-    **{n: ["code_lab"] for n in ("code_lab", "code_lab_discovery", "code_lab_heldout", "code_lab_starving")},
-    "sdpo_head_start": ["sdpo_lab", "code_lab", "real_sdpo"],
-    "first_run": ["first_run"], "own_task": ["own_task"],
-    "real_tasks": ["real_grpo"], "real_decode": ["real_grpo"], "real_learn": ["real_grpo"],
-    "real_speed": ["real_grpo", "real_grpo_trl", "real_sdpo", "real_vapor", "real_ppo"],
-    "real_sdpo": ["real_grpo", "real_sdpo", "real_sdpo_rlhf_book"],
-    "notebooks_smoke": ["notebooks", *TINY], "notebooks_smoke_cold": ["notebooks", *TINY],
-    "notebooks_full": ["notebooks", *TINY, "first_run"], "notebooks_smoke_real": ["notebooks", "first_run"],
-    "fresh_clone": ["ci"],
-}
+# results file (its stem) -> its replays and digests, as benchmarks/experiments.py declares them
+FINGERPRINTS = {stem: list(e.replays) for stem, e in EXPERIMENTS.items()}
 
 
 # ---------------------------------------------------------------------------------------------------------

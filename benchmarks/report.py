@@ -37,6 +37,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from experiments import EXPERIMENTS
 from report_code import (
     code_lab,
     code_lab_discovery,
@@ -289,24 +290,7 @@ BLOCKS = {
     "notebooks-smoke-real": ("notebooks_smoke_real", notebooks),
     **{f"nb{n:02d}": ("notebooks_full", notebook_reference(f"{n:02d}")) for n in range(100)},
 }
-MAKERS = {"first_run": "bench_first_run.py",
-          "own_task": "bench_first_run.py --config examples/own_task/config.yaml --name own_task", "export": "bench_export.py", "ppo": "bench_ppo.py", "sdpo": "bench_sdpo.py", "sdpo_lab": "bench_sdpo_lab.py", "sdpo_lab_signal": "bench_sdpo_lab_signal.py", "sdpo_lab_signal_1000": "bench_sdpo_lab_signal.py --dial max --steps 1000 --out sdpo_lab_signal_1000.json", "sdpo_lab_discovery": "bench_sdpo_lab.py --no-runs --discovery --out sdpo_lab_discovery.json", "sdpo_lab_ablations": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_loss_third sdpo_sequence sdpo_topk sdpo_full_logits sdpo_paper sdpo_frozen sdpo_live sdpo_feedback_only_without_solution --lr sdpo=1e-05 sdpo_loss_third=1e-05 sdpo_sequence=1e-05 sdpo_topk=1e-05 sdpo_full_logits=1e-05 sdpo_paper=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 sdpo_feedback_only_without_solution=1e-05 --out sdpo_lab_ablations.json --jobs 2", "vapor": "bench_vapor.py", "speed": "bench_speed.py", "demo": "bench_demo.py", "notebooks_smoke": "bench_notebooks.py",
-          "notebooks_full": "bench_notebooks.py --full", "notebooks_smoke_cold": "bench_notebooks.py --cold", "lab": "bench_lab.py", "code_lab": "bench_code_lab.py --jobs 2",
-          "code_lab_starving": "bench_code_lab.py --variant starving --jobs 2",
-          "code_lab_discovery": "bench_code_lab.py --dial 1000 --no-runs --discovery --tts-lr-grid 1e-4 3e-4 1e-3 3e-3 "
-          "--out code_lab_discovery.json", "sdpo_head_start": "bench_sdpo_head_start.py",
-          "code_lab_heldout": "bench_code_lab_heldout.py",
-          "sdpo_lab_stability": "bench_sdpo_lab.py --dial max --methods sdpo sdpo_frozen sdpo_live grpo --steps 600 "
-          "--seeds 0 1 2 --lr sdpo=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 grpo=1e-05 --out sdpo_lab_stability.json --jobs 2",
-          "fresh_clone": "bench_fresh_clone.py", "demo_constant_lr": "bench_demo.py --set "
-          "trainer.lr_scheduler_type=constant --name demo_constant_lr",
-          "demo_copy_warm_start": "bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start",
-          "demo_top_k50": "bench_demo.py --set trainer.top_k=50 --name demo_top_k50",
-          "code_reward": "bench_code_reward.py", "sdpo_lab_headroom": "bench_sdpo_lab_headroom.py --jobs 2",
-          "sdpo_lab_room": "bench_sdpo_lab_room.py --jobs 2",
-          "sdpo_lab_transfer": "bench_sdpo_lab_transfer.py",
-          "demo_plateau": "bench_demo_plateau.py", "real_tasks": "bench_real.py tasks", "real_speed": "bench_real.py speed", "real_decode": "bench_decode.py", "real_learn": "bench_real.py learn", "real_sdpo": "bench_real.py sdpo",
-          "notebooks_smoke_real": "bench_notebooks.py --model smollm2-135m"}
+MAKERS = {stem: e.command for stem, e in EXPERIMENTS.items()}   # results file -> the command that makes it
 
 
 # ---------------------------------------------------------------------------------------

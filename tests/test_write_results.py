@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import _common  # noqa: E402  (benchmarks/_common.py)
+from experiments import EXPERIMENTS  # noqa: E402
 
 RUNS = [{"method": "grpo", "seed": 11, "final_acc": 0.25}, {"method": "sdpo", "seed": 11, "final_acc": 0.5}]
 
@@ -113,7 +114,7 @@ def test_every_benchmark_with_out_names_itself():
         assert calls, script.name
         for call in calls:
             assert isinstance(call.args[0], ast.Constant), f"{script.name}: write_results' name is not a literal"
-            assert any(call.args[0].value.startswith(k) for k in _common.MEASURES), script.name
+            assert any(call.args[0].value.startswith(k) for k in EXPERIMENTS), script.name
             assert any(k.arg == "out" and ast.unparse(k.value) == "args.out" for k in call.keywords), script.name
         checked += 1
     assert checked >= 6
