@@ -109,18 +109,8 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), then render the README from them
-	$(BIN)/python benchmarks/bench_speed.py
-	$(BIN)/python benchmarks/bench_demo.py
-	$(BIN)/python benchmarks/bench_demo.py --set trainer.lr_scheduler_type=constant --name demo_constant_lr
-	$(BIN)/python benchmarks/bench_demo.py --set trainer.top_k=50 --name demo_top_k50
-	$(BIN)/python benchmarks/bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name demo_copy_warm_start
-	$(BIN)/python benchmarks/bench_notebooks.py
-	$(BIN)/python benchmarks/bench_notebooks.py --full
-	$(BIN)/python benchmarks/bench_lab.py
-	$(BIN)/python benchmarks/bench_vapor.py
-	$(BIN)/python benchmarks/bench_sdpo.py
-	$(BIN)/python benchmarks/bench_ppo.py
-	$(BIN)/python benchmarks/bench_export.py
+	$(BIN)/python benchmarks/run.py speed demo demo_constant_lr demo_top_k50 demo_copy_warm_start notebooks_smoke \
+	    notebooks_full lab vapor sdpo ppo export
 	$(BIN)/python benchmarks/report.py
 
 # the docs site's executed copies: the nine notebooks at full size on a CPU (00 on the real CPU model, the others on

@@ -221,6 +221,7 @@ def write_results(name: str, *, config: dict, runs: list, summary: dict, out: st
               + (f"the runs are saved in {saved}\n" if saved else "and no fallback file could be written either\n")
               + bar, file=sys.stderr, flush=True)
         raise
+    (UNSAVED / f"{path.stem}.runs.jsonl").unlink(missing_ok=True)   # runner.py's journal: its runs are in the file
     try:
         shown = path.relative_to(ROOT)
     except ValueError:

@@ -55,10 +55,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import machine, median, out_help, table, write_results
+import runner
+from _common import machine, median, results_path, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 from bench_sdpo_lab import pick_lrs
 from report_sdpo_lab import reach  # GRPO's final accuracy and the steps each method takes to it
+from runner import add_runner_args, journal_path
 
 CONFIG = "configs/sdpo_code_lab.yaml"
 METHODS = ("grpo", "sdpo", "sdpo_feedback", "blend")
@@ -154,28 +156,14 @@ def run(spec: tuple) -> dict:
             "wall_s": round(wall, 1)}
 
 
-def run_all(specs: list[tuple], jobs: int, label: str = "run") -> list[dict]:
-    """``run`` for each spec, results in order; ``jobs`` processes (one torch thread each)."""
+def run_all(specs: list[tuple], jobs: int, label: str = "run", journal=None) -> list[dict]:
+    """``run`` for each spec, results in order; ``jobs`` processes (one torch thread each); the runs the
+    ``journal`` holds are kept (``runner.run_all``)."""
     def show(r):
         print(f"{label} {r['variant']} dial {r['dial']} {r['method']} lr {r['lr']:g} seed {r['seed']}: "
               f"{r['start_acc']:.3f} -> {r['final_acc']:.3f} ({r['wall_s']} s)", flush=True)
 
-    if jobs <= 1:
-        out = []
-        for spec in specs:
-            out.append(run(spec))
-            show(out[-1])
-        return out
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    results = [None] * len(specs)
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(run, spec): i for i, spec in enumerate(specs)}
-        for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
-            show(results[futures[fut]])
-    return results
+    return runner.run_all(run, specs, jobs=jobs, show=show, journal=journal)
 
 
 def teacher_part(dial: int, variant: str = "top") -> dict:
@@ -320,8 +308,7 @@ def main():
     ap.add_argument("--tune-seeds", type=int, nargs="+", default=[100, 101, 102])
     ap.add_argument("--lr-grid", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4])
     ap.add_argument("--lr", nargs="+", default=[], help="METHOD=LR: pin a method's learning rate (no tuning)")
-    ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each")
-    ap.add_argument("--out", default=None, help=out_help("code_lab (code_lab_starving for --variant starving)"))
+    add_runner_args(ap, "code_lab (code_lab_starving for --variant starving)")
     ap.add_argument("--no-runs", action="store_true", help="no training runs (the teacher table, and --discovery)")
     ap.add_argument("--discovery", action="store_true", help="part 3: test-time discovery at the top dial")
     ap.add_argument("--discovery-seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -340,14 +327,15 @@ def main():
     pinned = parse_pins(args.lr)
     steps = args.steps or method_config("grpo", 0, args.variant)["trainer"]["max_steps"]
 
+    journal = journal_path(results_path("code_lab", args.out).stem, args.resume)
     teacher = {str(d): teacher_part(d, args.variant) for d in dials}
     top = max(dials)
     to_tune = [] if args.no_runs else [m for m in args.methods if m not in pinned]
     tuning = run_all([(m, top, s, steps, lr, args.variant) for m in to_tune for lr in args.lr_grid
-                      for s in args.tune_seeds], args.jobs, "tune")
+                      for s in args.tune_seeds], args.jobs, "tune", journal)
     lrs = {**{m: pinned[m] for m in args.methods if m in pinned}, **pick_lrs(tuning, to_tune, args.lr_grid)}
     runs = [] if args.no_runs else run_all([(m, top, s, steps, lrs[m], args.variant) for m in args.methods
-                                            for s in args.seeds], args.jobs)
+                                            for s in args.seeds], args.jobs, "run", journal)
     found = (discovery_part(top, args.variant, args.discovery_seeds, args.budgets, args.discovery_rows,
                             args.tts_lr_grid) if args.discovery else {})
 

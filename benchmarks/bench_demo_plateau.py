@@ -2,7 +2,7 @@
 
     python benchmarks/bench_demo_plateau.py [--seeds 0 1 2 3 4]
 
-Runs ``configs/demo.yaml`` once per seed (as ``bench_demo.py`` does) and records, for every one of the
+Runs ``configs/demo.yaml`` once per seed (as ``run.py demo`` does) and records, for every one of the
 200 held-out problems, the warm start's greedy answer, how often the warm start samples the right
 answer at the run's temperature (``--samples`` draws, what GRPO's groups see), and each trained
 model's greedy answer. Then it groups the problems: learned by every seed, by none, by some; right

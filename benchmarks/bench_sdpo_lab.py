@@ -39,8 +39,10 @@ import argparse
 import tempfile
 import time
 
-from _common import machine, median, out_help, table, write_results
+import runner
+from _common import machine, median, results_path, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
+from runner import add_runner_args, journal_path
 
 from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS  # the teacher prompt's template keywords
 
@@ -148,30 +150,16 @@ def _run(spec: tuple) -> dict:
     return run(*spec)
 
 
-def run_all(specs: list[tuple], jobs: int, label: str) -> list[dict]:
+def run_all(specs: list[tuple], jobs: int, label: str, journal=None) -> list[dict]:
     """``run(*spec)`` for each spec, in order, on ``jobs`` processes (each training run uses one torch
-    thread, the CLI's choice for the tiny lab; the warm starts are cached before any run starts)."""
+    thread, the CLI's choice for the tiny lab; the warm starts are cached before any run starts); the runs
+    the ``journal`` holds are kept (``runner.run_all``)."""
     def show(r):
         plain = f" (plain {r['sft_steps']})" if "sft_steps" in r else ""
         print(f"{label} dial {r['dial']}{plain} {r['method']} lr {r['lr']:g} seed {r['seed']}: {r['start_acc']:.3f} -> "
               f"{r['final_acc']:.3f} ({r['wall_s']} s)", flush=True)
 
-    if jobs <= 1:
-        out = []
-        for spec in specs:
-            out.append(run(*spec))
-            show(out[-1])
-        return out
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    results = [None] * len(specs)
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-        futures = {pool.submit(_run, spec): i for i, spec in enumerate(specs)}
-        for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
-            show(results[futures[fut]])
-    return results
+    return runner.run_all(_run, specs, jobs=jobs, show=show, journal=journal)
 
 
 def pick_lrs(tuning: list[dict], methods: list[str], grid: list[float]) -> dict:
@@ -244,7 +232,7 @@ def main():
     ap.add_argument("--dial", nargs="+", help=f"dial settings (context SFT steps) from {DIALS}, or min / max")
     ap.add_argument("--methods", nargs="+", default=["grpo", "sdpo", "sdpo_feedback"], choices=METHODS)
     ap.add_argument("--steps", type=int, default=None, help=f"training steps (default: {BASE_CONFIG}'s max_steps)")
-    ap.add_argument("--out", default=None, help=out_help("sdpo_lab"))
+    add_runner_args(ap, "sdpo_lab")
     ap.add_argument("--tune-seeds", type=int, nargs="+", default=[100, 101, 102])
     # from 1e-5: bench_sdpo_lab_headroom.py measured GRPO climbing only at 1e-5 to 1e-4 and falling at 3e-4 from
     # every warm start; 1e-3 (the old grid's top) took every method to 0.000 in tuning, so it is left out
@@ -255,7 +243,6 @@ def main():
                     "highest dial given")
     ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64, 128], help="attempts k for part 3")
     ap.add_argument("--discovery-rows", type=int, default=40, help="at most this many hard rows per dial in part 3")
-    ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each (one torch thread)")
     args = ap.parse_args()
     args.steps = args.steps or base()["trainer"]["max_steps"]
     overlap = set(args.seeds) & set(args.tune_seeds)
@@ -269,6 +256,7 @@ def main():
             raise SystemExit(f"--lr takes METHOD=LR with METHOD from {METHODS}, got {item!r}")
         pinned[name] = float(value)
 
+    journal = journal_path(results_path("sdpo_lab", args.out).stem, args.resume)
     teacher = teacher_table(dials)
     runs, tuning, lrs = [], [], {}
     if not args.no_runs:
@@ -276,10 +264,10 @@ def main():
         lrs.update({m: pinned[m] for m in args.methods if m in pinned})
         to_tune = [m for m in args.methods if m not in pinned]
         tuning = run_all([(m, top, s, args.steps, lr) for m in to_tune for lr in args.lr_grid for s in args.tune_seeds],
-                         args.jobs, "tune")
+                         args.jobs, "tune", journal)
         lrs.update(pick_lrs(tuning, to_tune, args.lr_grid))
         runs = run_all([(m, d, s, args.steps, lrs[m]) for d in dials for m in args.methods for s in args.seeds],
-                       args.jobs, "run")
+                       args.jobs, "run", journal)
 
     print(f"\nmachine: {machine()}\n")
     print(table(["dial", "plain", "demo", "feedback", "right-token share", "token win demo", "token win feedback"],

@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from _common import machine, median, out_help, table, write_results
+import runner
+from _common import machine, median, results_path, table, write_results
 from bench_sdpo_lab import method_config, train_run
+from runner import add_runner_args, journal_path
 
 from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS
 
@@ -90,20 +92,15 @@ def run(spec: tuple) -> dict:
             "wall_s": round(wall, 1)}
 
 
-def run_all(specs: list[tuple], jobs: int) -> list[dict]:
-    """``run`` for each spec, results in order, on ``jobs`` processes (one torch thread each)."""
+def run_all(specs: list[tuple], jobs: int, journal=None) -> list[dict]:
+    """``run`` for each spec, results in order, on ``jobs`` processes (one torch thread each); the runs the
+    ``journal`` holds are kept (``runner.run_all``)."""
     def show(r):
         print(f"sft {r['sft_steps']} width {r['width']} lr {r['lr']:g} seed {r['seed']}: {r['start_acc']:.3f} -> "
               f"{r['final_acc']:.3f} (best {r['best_acc']:.3f}, avg@{AVG_K} {r['final_avg_at_k']:.3f}, "
               f"{r['wall_s']} s)", flush=True)
 
-    if jobs <= 1:
-        return [show(r) or r for r in map(run, specs)]
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-        return [show(r) or r for r in pool.map(run, specs)]
+    return runner.run_all(run, specs, jobs=jobs, show=show, journal=journal)
 
 
 def summarize(runs: list[dict], starts: dict) -> list[list]:
@@ -129,8 +126,7 @@ def main():
     ap.add_argument("--lrs", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4, 3e-4], help="GRPO learning rates")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=300, help="GRPO steps (the lab's budget is 200)")
-    ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each")
-    ap.add_argument("--out", default=None, help=out_help("sdpo_lab_headroom"))
+    add_runner_args(ap, "sdpo_lab_headroom")
     args = ap.parse_args()
     if min(args.sft_steps) < 2 or min(args.widths) < 4 or args.steps < 1 or min(args.lrs) <= 0 or args.jobs < 1:
         raise SystemExit("--sft-steps >= 2, --widths >= 4, --steps >= 1, --jobs >= 1 and positive --lrs, please")
@@ -143,7 +139,7 @@ def main():
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
     specs = [(b, w, lr, seed, args.steps) for b in args.sft_steps for w in args.widths for lr in args.lrs
              for seed in args.seeds]
-    runs = run_all(specs, args.jobs)
+    runs = run_all(specs, args.jobs, journal_path(results_path("sdpo_lab_headroom", args.out).stem, args.resume))
 
     rows = summarize(runs, starts)
     print(f"\nmachine: {machine()}\n")

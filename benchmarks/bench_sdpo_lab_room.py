@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import argparse
 
-from _common import machine, median, out_help, table, write_results
+from _common import machine, median, results_path, table, write_results
 from bench_sdpo_lab import METHODS, pick_lrs, run_all, teacher_row
+from runner import add_runner_args, journal_path
 
 
 def check_dial(sft_steps: int, dial: int) -> None:
@@ -49,8 +50,7 @@ def main():
     ap.add_argument("--tune-seeds", type=int, nargs="+", default=[100, 101, 102])
     ap.add_argument("--lr-grid", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4, 3e-4])
     ap.add_argument("--steps", type=int, default=200, help="training steps (the lab's budget)")
-    ap.add_argument("--jobs", type=int, default=1, help="training runs at once, one process each (one torch thread)")
-    ap.add_argument("--out", default=None, help=out_help("sdpo_lab_room"))
+    add_runner_args(ap, "sdpo_lab_room")
     args = ap.parse_args()
     if set(args.seeds) & set(args.tune_seeds):
         raise SystemExit(f"seeds {sorted(set(args.seeds) & set(args.tune_seeds))} are both tuning and reporting seeds")
@@ -64,11 +64,12 @@ def main():
         print(f"{args.sft_steps}+{d}: {teacher[str(d)]}", flush=True)
 
     top = dials[-1]
+    journal = journal_path(results_path("sdpo_lab_room", args.out).stem, args.resume)
     tuning = run_all([(m, top, s, args.steps, lr, lab, here) for m in args.methods for lr in args.lr_grid
-                      for s in args.tune_seeds], args.jobs, "tune")
+                      for s in args.tune_seeds], args.jobs, "tune", journal)
     lrs = pick_lrs(tuning, args.methods, args.lr_grid)
     runs = run_all([(m, top, s, args.steps, lrs[m], lab, here) for m in args.methods for s in args.seeds],
-                   args.jobs, "run")
+                   args.jobs, "run", journal)
 
     print(f"\nmachine: {machine()}\n")
     print(table(["plain + context steps", "plain", "demo", "feedback", "token win demo", "token win feedback"],

@@ -4,15 +4,18 @@ An ``Experiment`` says what makes the file (``command``: a script here and its a
 fingerprint it (``replays``: names in ``fingerprint.REPLAYS`` or ``DIGESTS``), the code it measures (``rooms``:
 a key of ``ROOMS``, written into the file as its provenance) and the results files its script reads
 (``reads``: re-measured before it). ``report.py``, ``fingerprint.py``, ``bench_stale.py`` and
-``_common.write_results`` all read this table; a new benchmark is one entry here.
+``_common.write_results`` all read this table; a new benchmark is one entry here. An experiment declared as
+data (a ``Sweep``: config, overrides, seeds) needs no script: ``run.py`` runs it, and its fingerprint replays
+the same config and overrides.
 
+    python benchmarks/run.py NAME                     # make results file NAME as declared (run.py --list)
     make bench-stale                                  # re-measure what the last bench-check found moved
     python benchmarks/bench_stale.py --force NAME     # re-measure NAME as declared, in a clean worktree of HEAD
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # the code each benchmark measures besides its own script: rooms, not single files
 CORE = ("sdpo_kit/core", "sdpo_kit/text", "sdpo_kit/sandbox", "sdpo_kit/lab", "sdpo_kit/models.py",
@@ -38,11 +41,26 @@ ROOMS = {
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """A config trained once per seed (``run.py``): held-out accuracy before and after, and the run's best."""
+    config: str                                   # from the repository's root
+    set: dict = field(default_factory=dict)       # dotted overrides every run takes
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    backend: str = "scratch"
+
+
+@dataclass(frozen=True)
 class Experiment:
     command: str                  # a script in benchmarks/ and its arguments, as typed from the repository root
     replays: tuple[str, ...]      # fingerprint.REPLAYS / DIGESTS names its fingerprint holds
     rooms: str                    # a key of ROOMS
     reads: tuple[str, ...] = ()   # results files its script reads
+    sweep: Sweep | None = None    # declared as data: run.py runs it (its command is ``run.py NAME``)
+
+
+def sweep(name: str, config: str, rooms: str, **kw) -> Experiment:
+    """An experiment declared as a ``Sweep``; its fingerprint is a replay of the same config and overrides."""
+    return Experiment(f"run.py {name}", (name,), rooms, sweep=Sweep(config, **kw))
 
 
 TINY = ("demo", "vapor", "sdpo", "ppo")          # the replays of what the tiny-lab notebooks train
@@ -52,15 +70,15 @@ LR = "--lr " + " ".join(f"{m}=1e-05" for m in ("sdpo", "sdpo_loss_third", "sdpo_
                                                 "sdpo_feedback_only_without_solution"))
 EXPERIMENTS = {
     "speed": Experiment("bench_speed.py", ("demo",), "demo"),
-    "demo": Experiment("bench_demo.py", ("demo",), "demo"),
+    "demo": sweep("demo", "configs/demo.yaml", "demo"),
     "first_run": Experiment("bench_first_run.py", ("first_run",), "first_run"),
     "own_task": Experiment("bench_first_run.py --config examples/own_task/config.yaml --name own_task", ("own_task",),
                            "own_task"),
-    "demo_constant_lr": Experiment("bench_demo.py --set trainer.lr_scheduler_type=constant --name demo_constant_lr",
-                                   ("demo_constant_lr",), "demo"),
-    "demo_top_k50": Experiment("bench_demo.py --set trainer.top_k=50 --name demo_top_k50", ("demo_top_k50",), "demo"),
-    "demo_copy_warm_start": Experiment("bench_demo.py --seeds 0 1 2 --set model.lab.copy_steps=300 --name "
-                                       "demo_copy_warm_start", ("demo_copy_warm_start",), "demo"),
+    "demo_constant_lr": sweep("demo_constant_lr", "configs/demo.yaml", "demo",
+                              set={"trainer.lr_scheduler_type": "constant"}),
+    "demo_top_k50": sweep("demo_top_k50", "configs/demo.yaml", "demo", set={"trainer.top_k": 50}),
+    "demo_copy_warm_start": sweep("demo_copy_warm_start", "configs/demo.yaml", "demo", seeds=(0, 1, 2),
+                                  set={"model.lab.copy_steps": 300}),
     "demo_plateau": Experiment("bench_demo_plateau.py", ("demo",), "demo"),
     "lab": Experiment("bench_lab.py", ("demo", "demo_copy_warm_start"), "demo"),
     "code_reward": Experiment("bench_code_reward.py", ("code_lab",), "code_reward"),

@@ -57,11 +57,8 @@ SKIP_KEY = re.compile(r"(time|_s$|/s$|per_s|sec|wall|tokens_per|throughput|memor
 
 # name -> the replay: ``config`` (from the tree's root), ``set`` (dotted keys), ``steps``. Every replay runs
 # seed 0, one thread, a small held-out set (``task.n_eval``) evaluated before and after.
-REPLAYS = {
-    "demo": dict(config="configs/demo.yaml"),
-    "demo_constant_lr": dict(config="configs/demo.yaml", set={"trainer.lr_scheduler_type": "constant"}),
-    "demo_top_k50": dict(config="configs/demo.yaml", set={"trainer.top_k": 50}),
-    "demo_copy_warm_start": dict(config="configs/demo.yaml", set={"model.lab.copy_steps": 300}),
+REPLAYS = {   # an experiment declared as a sweep replays its own config and overrides (experiments.py)
+    **{name: dict(config=e.sweep.config, set=dict(e.sweep.set)) for name, e in EXPERIMENTS.items() if e.sweep},
     "vapor": dict(config="configs/vapor.yaml"),
     "sdpo": dict(config="configs/sdpo.yaml"),
     "sdpo_feedback": dict(config="configs/sdpo_feedback.yaml"),

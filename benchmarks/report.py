@@ -91,8 +91,9 @@ FIELD = re.compile(r"(<!--f:([\w-]+)\.(\w+)-->)(.*?)(<!--/f-->)", re.S)
 
 
 def load(name: str) -> dict | None:
+    """Results file ``name``, with its stem under ``"stem"`` (``provenance`` names the command that re-makes it)."""
     path = RESULTS / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return {**json.loads(path.read_text()), "stem": name} if path.exists() else None
 
 
 # ---------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from experiments import EXPERIMENTS
 from staleness import stale_note
 
 
@@ -22,11 +23,14 @@ def md_table(headers, rows) -> str:
 
 
 def provenance(res: dict) -> str:
-    """Who made the numbers, where and when; a stale result's line ends with what changed since
+    """Who made the numbers, where and when; the one command that re-makes them (``run.py NAME``, as
+    ``experiments.py`` declares it) when it is not the one that made them; a stale result's line ends with what changed since
     (``staleness.stale_note``: a function of HEAD, so the rendered text is too)."""
     m = res["machine"]
+    again = f"python benchmarks/run.py {res['stem']}" if res.get("stem") in EXPERIMENTS else res["command"]
+    remake = "" if res["command"].split(" --")[0] == again else f" Re-measure: `{again}`."
     return (f"Made by `{res['command']}` on {res['date']} at commit `{res['commit']}` "
-            f"({m['arch']}, {m['cores']} cores, torch {m['torch']}, trl {m['trl']}).{stale_note(res)}")
+            f"({m['arch']}, {m['cores']} cores, torch {m['torch']}, trl {m['trl']}).{remake}{stale_note(res)}")
 
 
 def discovery_table(d: dict | None) -> str:

@@ -124,4 +124,4 @@ def test_force_adds_results_files_that_are_not_stale(monkeypatch, capsys):
     assert bench_stale.main(["--dry-run", "--force", "notebooks_smoke.json", "demo"]) == 0
     out = capsys.readouterr().out
     assert "2 results files to measure with 2 commands" in out and "notebooks_smoke.json: asked for" in out
-    assert out.index("bench_demo.py") < out.index("bench_notebooks.py")
+    assert out.index("run.py demo") < out.index("bench_notebooks.py")
