@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import multiprocessing
 import os
 import platform
 import statistics
@@ -94,6 +93,14 @@ def require_clean_tree() -> None:
                                cwd=ROOT, capture_output=True, text=True).stdout.rstrip()
         raise DirtyTree("uncommitted changes to the code a benchmark measures; commit them first (numbers come from "
                         "clean commits), or pass --allow-dirty to stamp the diff's hash into the results:\n" + files)
+
+
+def parse_args(ap, argv=None):
+    """A benchmark's arguments (``ap.parse_args(argv)``), then ``require_clean_tree()``: a script fails on a dirty
+    tree before an hour of training, not after it, and ``--help`` answers on any tree."""
+    args = ap.parse_args(argv)
+    require_clean_tree()
+    return args
 
 
 def _benchmark_file(path) -> str | None:
@@ -238,6 +245,3 @@ def run_config(path: str, overrides: dict) -> dict:
     cfg = load_config(ROOT / path, overrides)
     return train(cfg, config_path=path)
 
-
-if __name__ != "__main__" and Path(sys.argv[0]).name.startswith("bench_") and multiprocessing.current_process().name == "MainProcess":
-    require_clean_tree()   # fail before an hour of training, not after it (once: not in a script's worker processes)

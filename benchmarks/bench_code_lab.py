@@ -56,7 +56,7 @@ import time
 from pathlib import Path
 
 import runner
-from _common import machine, median, results_path, table, write_results
+from _common import machine, median, parse_args, results_path, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 from bench_sdpo_lab import pick_lrs
 from report_sdpo_lab import reach  # GRPO's final accuracy and the steps each method takes to it
@@ -316,7 +316,7 @@ def main():
     ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64, 128], help="attempts k for part 3")
     ap.add_argument("--tts-lr-grid", type=float, nargs="+", default=None, help="part 3: tune test-time SDPO's rate "
                     "on hard training functions first (default: its library default, untuned)")
-    args = ap.parse_args()
+    args = parse_args(ap)
     v = VARIANTS[args.variant]
     args.out = args.out or f"{v['results']}.json"   # a bare name: benchmarks/results/
     dials = args.dial or v["dials"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import machine, table, write_results
+from _common import machine, parse_args, table, write_results
 from bench_code_lab import VARIANTS, method_config
 
 
@@ -56,7 +56,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--variant", nargs="+", default=sorted(VARIANTS), choices=sorted(VARIANTS))
     ap.add_argument("--out", default=None, help="where to write (default: benchmarks/results/code_lab_heldout.json)")
-    args = ap.parse_args()
+    args = parse_args(ap)
     runs = [heldout_by_function(v) for v in args.variant]
     print(f"\nmachine: {machine()}\n")
     print(table(["variant", "dial", "held-out rows", "functions", "accuracy", "functions with a right answer",

@@ -31,7 +31,7 @@ import argparse
 import os
 import time
 
-from _common import machine, median, table, write_results
+from _common import machine, median, parse_args, table, write_results
 
 LOOP = "while True:\n    pass\n"
 ADD_ONE = "print(int(input()) + 1)\n"
@@ -104,7 +104,7 @@ def main():
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="a few programs, one repeat, nothing written")
-    args = ap.parse_args()
+    args = parse_args(ap)
     if args.quick:
         args.programs, args.tests, args.repeats = 4, 2, 1
     from sdpo_kit.sandbox.process import STARTUP_S, isolation_report

@@ -25,7 +25,7 @@ import time
 from contextlib import contextmanager
 
 import torch
-from _common import machine, median, table, write_results
+from _common import machine, median, parse_args, table, write_results
 
 CONFIG = "configs/real_grpo.yaml"
 
@@ -55,7 +55,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    args = parse_args(ap)
     torch.set_num_threads(args.threads)
     from torch.profiler import ProfilerActivity, profile
 

@@ -20,7 +20,7 @@ import collections
 import tempfile
 
 import torch
-from _common import median, run_config, table, write_results
+from _common import median, parse_args, run_config, table, write_results
 
 
 @torch.no_grad()
@@ -56,7 +56,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--config", default="configs/demo.yaml")
     ap.add_argument("--samples", type=int, default=32, help="samples per held-out problem from the warm start")
-    args = ap.parse_args()
+    args = parse_args(ap)
 
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import load_config, make_task

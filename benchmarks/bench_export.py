@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, table, write_results
+from _common import ROOT, machine, parse_args, table, write_results
 
 FORMATS = [("lora", {}), ("merged", {"dtype": "fp32"}), ("merged", {"dtype": "fp16"}), ("merged", {"dtype": "bf16"}),
            ("gguf", {"quant": "f32"}), ("gguf", {"quant": "f16"}), ("gguf", {"quant": "q8_0"})]
@@ -26,7 +26,7 @@ FORMATS = [("lora", {}), ("merged", {"dtype": "fp32"}), ("merged", {"dtype": "fp
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=50)
-    args = ap.parse_args()
+    args = parse_args(ap)
     from sdpo_kit import cli
     from sdpo_kit.deploy.export import export, round_trip
     from sdpo_kit.deploy.gguf import gguf_round_trip

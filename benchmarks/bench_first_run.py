@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, median, table, write_results
+from _common import ROOT, machine, median, parse_args, table, write_results
 
 
 def prepare_model() -> float:
@@ -101,7 +101,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--config", default="configs/first_run.yaml")
     ap.add_argument("--name", default="first_run", choices=["first_run", "own_task"], help="the results file's name")
-    args = ap.parse_args()
+    args = parse_args(ap)
     from sdpo_kit.registry import load_config
 
     n_eval = load_config(ROOT / args.config).task["n_eval"]

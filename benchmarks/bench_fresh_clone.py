@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, table, write_results
+from _common import ROOT, machine, parse_args, table, write_results
 
 PASSED = re.compile(r"(\d+) passed(?:, \d+ \w+)* in ([\d.]+)s")
 
@@ -50,7 +50,7 @@ def timed(cmd: list[str], cwd: Path, env: dict | None = None) -> tuple[float, st
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
-    args = ap.parse_args()
+    args = parse_args(ap)
     tmp = Path(tempfile.mkdtemp(prefix="sdpo_kit_clone_"))
     clone = tmp / "sdpo_kit"
     try:

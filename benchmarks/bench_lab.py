@@ -17,7 +17,7 @@ import random
 import tempfile
 import time
 
-from _common import machine, table, write_results
+from _common import machine, parse_args, table, write_results
 
 
 def hinted(rows, task, rng, random_solution: bool):
@@ -34,7 +34,7 @@ def hinted(rows, task, rng, random_solution: bool):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--copy-steps", type=int, nargs="+", default=[0, 300])
-    args = ap.parse_args()
+    args = parse_args(ap)
 
     from sdpo_kit.lab.model import LabConfig, warm_start
     from sdpo_kit.lab.tasks import make_task

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import nbformat
-from _common import RESULTS, ROOT, command, git_commit, machine, table, write_results
+from _common import RESULTS, ROOT, command, git_commit, machine, parse_args, table, write_results
 from nbclient import NotebookClient
 
 MARK = "SDPO_KIT_RESULTS "
@@ -121,7 +121,7 @@ def main():
     ap.add_argument("--cold", action="store_true", help="each notebook from an empty warm-start cache of its own")
     ap.add_argument("--model", default=None, help="SDPO_KIT_MODEL for every notebook (default: each one's own)")
     ap.add_argument("paths", nargs="*", help="notebooks to run (default: all)")
-    args = ap.parse_args()
+    args = parse_args(ap)
     paths = [Path(p).resolve() for p in args.paths] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     os.environ.update(MPLBACKEND="Agg")
     os.environ.pop("SDPO_KIT_SOLUTIONS", None)   # the exercises as a learner finds them

@@ -27,7 +27,7 @@ import tempfile
 import time
 
 import yaml
-from _common import ROOT, machine, median, table, write_results
+from _common import ROOT, machine, median, parse_args, table, write_results
 
 VARIANTS = {"ppo": {"trainer.kd_coef": 0.0}, "kd": {"trainer.ppo_coef": 0.0}, "teacher_ppo": {}}
 
@@ -93,7 +93,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--rm-steps", type=int, default=40)
-    args = ap.parse_args()
+    args = parse_args(ap)
     data = yaml.safe_load((ROOT / "configs" / "teacher_student_ppo.yaml").read_text())
 
     builds = build_times()

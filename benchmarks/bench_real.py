@@ -54,7 +54,7 @@ import tempfile
 import time
 
 import torch
-from _common import git_commit, machine, median, results_path, run_config, table, write_results
+from _common import git_commit, machine, median, parse_args, results_path, run_config, table, write_results
 
 CONFIGS = {"grpo": "configs/real_grpo.yaml", "sdpo": "configs/real_sdpo.yaml", "vapor": "configs/real_vapor.yaml",
            "ppo": "configs/real_ppo.yaml"}
@@ -303,7 +303,7 @@ def main():
                     help="sdpo: keep the runs results/real_sdpo.json holds (and its teacher) and run only the missing "
                          "(method, seed) pairs; --methods holds the file's methods and may add more (run on every seed)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="learn: config overrides")
-    args = ap.parse_args()
+    args = parse_args(ap)
     torch.set_num_threads(args.threads)
     print(f"machine: {machine()}", flush=True)
     if args.what == "tasks":

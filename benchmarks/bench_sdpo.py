@@ -38,7 +38,7 @@ import tempfile
 import time
 
 import yaml
-from _common import ROOT, machine, median, table, write_results
+from _common import ROOT, machine, median, parse_args, table, write_results
 
 SDPO_ONLY = ("distillation_mode", "distillation_topk", "distillation_alpha", "distillation_add_tail",
              "distillation_is_clip", "distillation_weight", "distillation_micro_batch_size", "teacher_model_kind",
@@ -112,7 +112,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--speed-steps", type=int, default=20)
     ap.add_argument("--tt-rows", type=int, default=200)
-    args = ap.parse_args()
+    args = parse_args(ap)
     sdpo, feedback = load("sdpo"), load("sdpo_feedback")
     methods = {"grpo": as_grpo(sdpo), "sdpo": sdpo, "sdpo_feedback": feedback,
                # ablations of configs/sdpo.yaml (notebook 05 explains them): a third of the step size, a frozen teacher

@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from _common import RESULTS, ROOT, median, out_help, table, write_results
+from _common import RESULTS, ROOT, median, out_help, parse_args, table, write_results
 
 # (results file, lab, how a setting is named); each file holds teacher per dial and runs per dial and method.
 # A lab's file counts only when its learning rates were tuned (its config has an lr_grid): the real model's
@@ -122,7 +122,7 @@ def fit(points: list[dict]) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=None, help=out_help("sdpo_head_start"))
-    args = ap.parse_args()
+    args = parse_args(ap)
     points, sources, missing = [], {}, []
     for name, lab, setting, config in SOURCES:
         path = RESULTS / f"{name}.json"

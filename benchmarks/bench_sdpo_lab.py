@@ -40,7 +40,7 @@ import tempfile
 import time
 
 import runner
-from _common import machine, median, results_path, table, write_results
+from _common import machine, median, parse_args, results_path, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 from runner import add_runner_args, journal_path
 
@@ -243,7 +243,7 @@ def main():
                     "highest dial given")
     ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64, 128], help="attempts k for part 3")
     ap.add_argument("--discovery-rows", type=int, default=40, help="at most this many hard rows per dial in part 3")
-    args = ap.parse_args()
+    args = parse_args(ap)
     args.steps = args.steps or base()["trainer"]["max_steps"]
     overlap = set(args.seeds) & set(args.tune_seeds)
     if overlap:

@@ -25,7 +25,7 @@ import argparse
 import time
 
 import runner
-from _common import machine, median, results_path, table, write_results
+from _common import machine, median, parse_args, results_path, table, write_results
 from bench_sdpo_lab import method_config, train_run
 from runner import add_runner_args, journal_path
 
@@ -127,7 +127,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=300, help="GRPO steps (the lab's budget is 200)")
     add_runner_args(ap, "sdpo_lab_headroom")
-    args = ap.parse_args()
+    args = parse_args(ap)
     if min(args.sft_steps) < 2 or min(args.widths) < 4 or args.steps < 1 or min(args.lrs) <= 0 or args.jobs < 1:
         raise SystemExit("--sft-steps >= 2, --widths >= 4, --steps >= 1, --jobs >= 1 and positive --lrs, please")
     starts = {}

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import machine, median, results_path, table, write_results
+from _common import machine, median, parse_args, results_path, table, write_results
 from bench_sdpo_lab import METHODS, pick_lrs, run_all, teacher_row
 from runner import add_runner_args, journal_path
 
@@ -51,7 +51,7 @@ def main():
     ap.add_argument("--lr-grid", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4, 3e-4])
     ap.add_argument("--steps", type=int, default=200, help="training steps (the lab's budget)")
     add_runner_args(ap, "sdpo_lab_room")
-    args = ap.parse_args()
+    args = parse_args(ap)
     if set(args.seeds) & set(args.tune_seeds):
         raise SystemExit(f"seeds {sorted(set(args.seeds) & set(args.tune_seeds))} are both tuning and reporting seeds")
     dials = sorted(set(args.dial))

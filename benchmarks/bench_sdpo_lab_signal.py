@@ -24,7 +24,7 @@ import argparse
 import json
 import re
 
-from _common import RESULTS, machine, median, out_help, table, write_results
+from _common import RESULTS, machine, median, out_help, parse_args, table, write_results
 from bench_sdpo_lab import dial_values, method_config, train_run, warm_start_for
 
 
@@ -106,7 +106,7 @@ def main():
     ap.add_argument("--samples", type=int, default=32, help="samples per row for its success rate p")
     ap.add_argument("--train-rows", type=int, default=200, help="training rows measured beside the held-out split")
     ap.add_argument("--out", default=None, help=out_help("sdpo_lab_signal"))
-    args = ap.parse_args()
+    args = parse_args(ap)
     if args.samples < 1 or args.train_rows < 1:
         raise SystemExit("--samples and --train-rows must be >= 1")
     steps = args.steps or method_config("grpo")["trainer"]["max_steps"]

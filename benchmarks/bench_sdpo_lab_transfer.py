@@ -34,7 +34,7 @@ import copy
 import statistics
 
 import torch
-from _common import machine, out_help, table, write_results
+from _common import machine, out_help, parse_args, table, write_results
 from bench_sdpo_lab import DIALS, warm_start_for
 
 
@@ -132,7 +132,7 @@ def main():
     ap.add_argument("--chains", type=int, default=8, help="multi-turn chains per row")
     ap.add_argument("--rows", type=int, default=40, help="at most this many hard rows (the discovery run's cut)")
     ap.add_argument("--out", default=None, help=out_help("sdpo_lab_transfer"))
-    args = ap.parse_args()
+    args = parse_args(ap)
     if min(args.checkpoints + [args.samples, args.batch_size, args.rounds, args.chains]) < 1 or min(args.lrs) <= 0:
         raise SystemExit("--checkpoints, --samples, --batch-size, --rounds and --chains take positive ints, --lrs "
                          "positive rates")

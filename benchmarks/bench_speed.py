@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-from _common import machine, median, run_config, table, write_results
+from _common import machine, median, parse_args, run_config, table, write_results
 
 # label -> (backend, share_prompt: True / False for scratch, None: a TRL run has no such key)
 RUNS = {"scratch": ("scratch", True), "scratch, share_prompt off": ("scratch", False), "trl": ("trl", None)}
@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--config", default="configs/demo.yaml")
-    args = ap.parse_args()
+    args = parse_args(ap)
 
     runs = []
     for rep in range(args.repeats):

@@ -26,7 +26,7 @@ import tempfile
 import time
 
 import yaml
-from _common import ROOT, machine, median, table, write_results
+from _common import ROOT, machine, median, parse_args, table, write_results
 
 VARIANTS = {
     "grpo_span": {"trainer.vapor_variant": "additive", "trainer.preference_weight": 0.0},
@@ -58,7 +58,7 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--speed-steps", type=int, default=30)
-    args = ap.parse_args()
+    args = parse_args(ap)
     data = yaml.safe_load((ROOT / CONFIG).read_text())
 
     from sdpo_kit.models import load_policy

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from _common import results_path, write_results
+from _common import parse_args, results_path, write_results
 from bench_code_lab import METHODS  # the methods' order (and bench_code_lab's modules, so the merge names its files)
 
 SAME = ("variant", "dials", "run_dials", "seeds", "steps", "tune_seeds", "lr_grid", "base", "blend_weight")
@@ -76,7 +76,7 @@ def main():
     ap.add_argument("part")
     ap.add_argument("--out", default=None, help="where to write (default: BASE)")
     ap.add_argument("--replace", action="store_true", help="PART's methods replace BASE's runs of them")
-    args = ap.parse_args()
+    args = parse_args(ap)
     base, part = (json.loads(results_path("code_lab", p).read_text()) for p in (args.base, args.part))
     config, runs, summary = merged(base, part, replace=args.replace)
     # the parts' measured files, not this script's: a merge measures nothing, so it stales nothing

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import runner
-from _common import machine, median, require_clean_tree, results_path, run_config, table, write_results
+from _common import machine, median, parse_args, results_path, run_config, table, write_results
 from experiments import EXPERIMENTS, Sweep
 
 HERE = Path(__file__).resolve().parent
@@ -43,12 +43,11 @@ def train_seed(spec: tuple) -> dict:
 
 def run_sweep(name: str, sweep: Sweep, argv: list[str]) -> Path:
     """``sweep`` over its seeds (or ``--seeds``), written as results file ``name``."""
-    require_clean_tree()   # fail before the runs, not after them
     ap = argparse.ArgumentParser(prog=f"run.py {name}")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(sweep.seeds))
     ap.add_argument("--steps", type=int, default=None, help="training steps (default: the config's)")
     runner.add_runner_args(ap, name)
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv)
     overrides = {**sweep.set, "backend": sweep.backend}
     specs = [(sweep.config, overrides, seed, args.steps) for seed in args.seeds]
     journal = runner.journal_path(results_path(name, args.out).stem, args.resume)

@@ -118,3 +118,22 @@ def test_every_benchmark_with_out_names_itself():
             assert any(k.arg == "out" and ast.unparse(k.value) == "args.out" for k in call.keywords), script.name
         checked += 1
     assert checked >= 6
+
+
+def test_a_benchmark_checks_the_tree_once_its_arguments_are_read(monkeypatch):
+    """``_common.parse_args``: the arguments, then the clean-tree check (before any training); ``--help``
+    answers on any tree. Every benchmark script reads its arguments through it (no check on import)."""
+    import argparse
+
+    calls = []
+    monkeypatch.setattr(_common, "require_clean_tree", lambda: calls.append("checked"))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    assert _common.parse_args(ap, ["--seeds", "1", "2"]).seeds == [1, 2] and calls == ["checked"]
+    with pytest.raises(SystemExit):
+        _common.parse_args(ap, ["--help"])
+    assert calls == ["checked"]
+    for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        text = script.read_text()
+        if "write_results(" in text:
+            assert "parse_args(ap" in text and "ap.parse_args(" not in text, script.name
