@@ -51,3 +51,22 @@ def test_a_fresh_invocation_starts_its_journal_empty_and_resume_keeps_it(tmp_pat
     runner.run_all(square, [("a", 1)], journal=path)
     assert runner.journal_path("bench", resume=True).exists()
     assert not runner.journal_path("bench", resume=False).exists()
+
+
+def test_run_py_lists_every_declared_results_file_and_refuses_an_unknown_one(capsys, monkeypatch):
+    import pytest
+
+    import run
+    from experiments import EXPERIMENTS
+
+    assert run.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {name} " in out for name in EXPERIMENTS)
+    with pytest.raises(SystemExit, match="not declared"):
+        run.main(["demo", "no_such_file"])
+    with pytest.raises(SystemExit, match="one NAME at a time"):
+        run.main(["vapor", "sdpo", "--seeds", "0"])
+    called = []
+    monkeypatch.setattr(run.subprocess, "call", lambda argv: called.append(argv[1:]) or 0)
+    assert run.main(["vapor", "sdpo"]) == 0     # a script experiment runs its declared command
+    assert [a[0].endswith("bench_vapor.py") for a in called] == [True, False] and called[1][0].endswith("bench_sdpo.py")
