@@ -55,7 +55,6 @@ def test_a_fresh_invocation_starts_its_journal_empty_and_resume_keeps_it(tmp_pat
 
 def test_run_py_lists_every_declared_results_file_and_refuses_an_unknown_one(capsys, monkeypatch):
     import pytest
-
     import run
     from experiments import EXPERIMENTS
 
