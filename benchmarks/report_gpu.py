@@ -96,15 +96,22 @@ def gpu_status_fields() -> dict:
     if failed:
         names = ", ".join(failed[:-1]) + " and " + failed[-1] if len(failed) > 1 else failed[0]
         text += f"; the failures (notebook{'s' if len(failed) > 1 else ''} {names}) led to fixes"
-        text += (f", re-run in part at {later[-1]['commit']} (docs/install.md), and the fixes since have not run on "
-                 "a GPU" if later else " that have not run on a GPU")
+        text += (f", re-run in part at {later[-1]['commit']}, and the fixes since have not run on a GPU" if later
+                 else " that have not run on a GPU")
     return {"status": f"{text}. Not run on a GPU: {GPU_NOT_RUN}; the reports are in `benchmarks/results/gpu/`."}
 
 
+def _short_nb00(nb: dict) -> str:
+    if nb["after"] is None:
+        return f"{nb['step']} of {nb['steps']} steps (GPU time ran out)"
+    return (f"{nb['step']} of {nb['steps']} steps, held-out {nb['before']:.2f} -> {nb['after']:.2f}"
+            + ("" if nb["finished"] else "; stopped in a later cell"))
+
+
 def gpu_runs_table() -> str:
-    """docs/install.md's ``gpu-runs`` block: one row per lease, the checks passed per report (stage)."""
-    rows = [[r["date"][:10], r["device"], r["commit"] or "", r["kind"],
-             "; ".join(f"{stage}: {passed} of {ran}" for stage, passed, ran in r["stages"]),
-             _nb00_words(r["nb00"]) if r["nb00"] else "", f"`{r['name']}/`"] for r in gpu_runs()]
-    return md_table(["date", "GPU", "commit", "run", "checks passed (per report)", "notebook 00, full size",
-                     "reports"], rows)
+    """docs/install.md's ``gpu-runs`` block: one row per lease (its folder, named by its date), the checks
+    passed per report (stage)."""
+    rows = [[f"`{r['name']}`", r["device"].removeprefix("NVIDIA ").replace(" 80GB HBM3", ""), r["commit"] or "",
+             r["kind"], "; ".join(f"{stage}: {passed} of {ran}" for stage, passed, ran in r["stages"]),
+             _short_nb00(r["nb00"]) if r["nb00"] else ""] for r in gpu_runs()]
+    return md_table(["folder", "GPU", "commit", "run", "checks passed, per report", "notebook 00, full size"], rows)
