@@ -28,7 +28,7 @@ def provenance(res: dict) -> str:
     (``staleness.stale_note``: a function of HEAD, so the rendered text is too)."""
     m = res["machine"]
     again = f"python benchmarks/run.py {res['stem']}" if res.get("stem") in EXPERIMENTS else res["command"]
-    remake = "" if res["command"].split(" --")[0] == again else f" Re-measure: `{again}`."
+    remake = "" if res["command"] == again else f" Re-measure: `{again}`."
     return (f"Made by `{res['command']}` on {res['date']} at commit `{res['commit']}` "
             f"({m['arch']}, {m['cores']} cores, torch {m['torch']}, trl {m['trl']}).{remake}{stale_note(res)}")
 

@@ -26,6 +26,7 @@ def gpu_runs(root: Path = GPU_RESULTS) -> list[dict]:
         meta = json.loads((folder / "run.json").read_text()) if (folder / "run.json").exists() else {}
         files = [p for p in sorted(folder.glob("*.json")) if p.name != "run.json"]
         reports = [json.loads(p.read_text()) for p in files]
+        files, reports = zip(*[(f, r) for f, r in zip(files, reports) if "checks" in r]) if reports else ((), ())
         if not reports:
             continue
         stages = [(p.stem.removeprefix("gpu_check_").replace("_", " "), r["passed"], r["passed"] + r["failed"])
@@ -96,8 +97,13 @@ def gpu_status_fields() -> dict:
     if failed:
         names = ", ".join(failed[:-1]) + " and " + failed[-1] if len(failed) > 1 else failed[0]
         text += f"; the failures (notebook{'s' if len(failed) > 1 else ''} {names}) led to fixes"
-        text += (f", re-run in part at {later[-1]['commit']}, and the fixes since have not run on a GPU" if later
-                 else " that have not run on a GPU")
+        if later:
+            passed, ran = (sum(x) for x in zip(*[(p, n) for _, p, n in later[-1]["stages"]]))
+            at = later[-1]["commit"] or "a later commit"
+            text += (f", re-run at {at}: {passed} of {ran} passed" if passed == ran else
+                     f", re-run in part at {at} ({passed} of {ran} passed), and the fixes since have not run on a GPU")
+        else:
+            text += " that have not run on a GPU"
     return {"status": f"{text}. Not run on a GPU: {GPU_NOT_RUN}; the reports are in `benchmarks/results/gpu/`."}
 
 

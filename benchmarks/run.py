@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _common
 import runner
 from _common import machine, median, parse_args, results_path, run_config, table, write_results
 from experiments import EXPERIMENTS, Sweep
@@ -82,13 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{unknown} not declared in benchmarks/experiments.py (run.py --list)")
     if len(names) > 1 and rest:
         raise SystemExit("options go with one NAME at a time")
+    dirty = ["--allow-dirty"] if _common.ALLOW_DIRTY else []   # _common took it out of sys.argv
     for name in names:   # in the order given; the first that fails stops the rest
         e = EXPERIMENTS[name]
         if e.sweep is not None:
+            sys.argv = [sys.argv[0], name, *rest]   # the results file records the command that made it
             run_sweep(name, e.sweep, rest)
             continue
         script, *args = shlex.split(e.command)
-        code = subprocess.call([sys.executable, str(HERE / script), *args, *rest])
+        code = subprocess.call([sys.executable, str(HERE / script), *args, *rest, *dirty])
         if code:
             return code
     return 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from _common import UNSAVED, out_help
+from _common import UNSAVED, command, git_commit, out_help
 
 
 def add_runner_args(ap, name: str) -> None:
@@ -30,10 +30,23 @@ def add_runner_args(ap, name: str) -> None:
 
 
 def journal_path(name: str, resume: bool) -> Path:
-    """Where ``name``'s finished runs are journaled; a fresh invocation (no ``resume``) starts it empty."""
+    """Where ``name``'s finished runs are journaled. A fresh invocation (no ``resume``) starts it anew, headed by
+    the commit and the command; ``resume`` keeps it only when both are this invocation's (``--resume`` aside),
+    else SystemExit: runs of other code or other arguments are never mixed into one results file."""
     path = UNSAVED / f"{name}.runs.jsonl"
-    if not resume and path.exists():
-        path.unlink()
+    head = {"journal": {"commit": git_commit(), "command": command().replace(" --resume", "")}}
+    if resume and path.exists():
+        first = path.read_text().split("\n", 1)[0]
+        try:
+            found = json.loads(first)
+        except json.JSONDecodeError:
+            found = {}
+        if found != head:
+            raise SystemExit(f"--resume: {path} holds runs of {found.get('journal', 'an unknown invocation')}, not of "
+                             f"{head['journal']}; run without --resume to start afresh")
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(head) + "\n")
     return path
 
 
@@ -51,7 +64,8 @@ def read_journal(path: Path | None) -> dict[str, dict]:
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            done[spec_key(entry["spec"])] = entry["run"]
+            if "spec" in entry:   # the header line says whose runs these are (journal_path)
+                done[spec_key(entry["spec"])] = entry["run"]
     return done
 
 
@@ -87,8 +101,15 @@ def run_all(run, specs: list, *, jobs: int = 1, show=None, journal: Path | None 
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    failed = []
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
         futures = {pool.submit(run, specs[i]): i for i in todo}
-        for fut in as_completed(futures):
-            finish(futures[fut], fut.result())
+        for fut in as_completed(futures):   # a run that fails does not lose the others: each is journaled
+            try:
+                finish(futures[fut], fut.result())
+            except Exception as e:
+                failed.append((specs[futures[fut]], e))
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(todo)} runs failed (the others are journaled: --resume keeps them); "
+                           f"first: {failed[0][0]}: {failed[0][1]!r}") from failed[0][1]
     return results

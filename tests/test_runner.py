@@ -45,12 +45,34 @@ def test_a_resumed_invocation_makes_only_the_runs_its_journal_lacks(tmp_path):
     assert lines == [{"spec": ["c", 3], "run": {"name": "c", "value": 9}}]
 
 
-def test_a_fresh_invocation_starts_its_journal_empty_and_resume_keeps_it(tmp_path, monkeypatch):
+def test_a_journal_is_resumed_only_by_the_same_command_at_the_same_commit(tmp_path, monkeypatch):
+    import pytest
+
     monkeypatch.setattr(runner, "UNSAVED", tmp_path)
-    path = runner.journal_path("bench", resume=False)
-    runner.run_all(square, [("a", 1)], journal=path)
-    assert runner.journal_path("bench", resume=True).exists()
-    assert not runner.journal_path("bench", resume=False).exists()
+    monkeypatch.setattr(runner, "git_commit", lambda: "abc1234")
+    monkeypatch.setattr(runner, "command", lambda: "python benchmarks/bench_x.py --seeds 0 --resume")
+    runner.run_all(square, [("a", 1)], journal=runner.journal_path("bench", resume=False))
+    assert runner.read_journal(runner.journal_path("bench", resume=True)) == {'["a", 1]': square(("a", 1))}
+    monkeypatch.setattr(runner, "git_commit", lambda: "def5678")   # a commit since: its runs are other code's
+    with pytest.raises(SystemExit, match="abc1234"):
+        runner.journal_path("bench", resume=True)
+    assert runner.read_journal(runner.journal_path("bench", resume=False)) == {}   # a fresh start empties it
+
+
+def square_or_fail(spec):
+    if spec[0] == "bad":
+        raise ValueError("this run fails")
+    return square(spec)
+
+
+def test_a_failed_run_on_a_worker_loses_none_of_the_others(tmp_path):
+    import pytest
+
+    journal = tmp_path / "x.runs.jsonl"
+    specs = [("a", 1), ("bad", 2), ("c", 3), ("d", 4)]
+    with pytest.raises(RuntimeError, match="1 of 4 runs failed"):
+        runner.run_all(square_or_fail, specs, jobs=2, journal=journal)
+    assert set(runner.read_journal(journal)) == {'["a", 1]', '["c", 3]', '["d", 4]'}
 
 
 def test_run_py_lists_every_declared_results_file_and_refuses_an_unknown_one(capsys, monkeypatch):

@@ -45,30 +45,35 @@ getattr(import_module(module), name)(*args, **kwargs)
 def run_without_unsloth(module: str, name: str, *args, **kwargs) -> None:
     """Call ``module.name(*args, **kwargs)`` in a fresh Python process, where Unsloth's patches are not:
     for work that must run on the CPU as it does everywhere else (the tiny lab's warm start, trained
-    bit for bit as on any machine). Its output goes where this process's goes; arguments are pickled.
-    RuntimeError when it fails."""
+    bit for bit as on any machine). Arguments are pickled; the process's output is printed here when it
+    ends (a notebook shows it). RuntimeError, with the end of its output, when it fails."""
     import os
     import pickle
     import subprocess
     from pathlib import Path
 
+    env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[2])   # the sdpo_kit this process imported
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-    done = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps((module, name, args, kwargs)), env=env)
+    if package_root not in sys.path:   # an installed sdpo_kit is found as it is; a source tree is put first
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps((module, name, args, kwargs)), env=env,
+                          capture_output=True)
+    out = (done.stdout + done.stderr).decode(errors="replace")
     if done.returncode:
-        raise RuntimeError(f"{module}.{name} failed in a process of its own (exit {done.returncode}); its output "
-                           "is above")
+        raise RuntimeError(f"{module}.{name} failed in a process of its own (exit {done.returncode}):\n{out[-3000:]}")
+    if out.strip():
+        print(out.rstrip(), flush=True)
 
 
 def fit_to_unsloth(model, max_seq_length: int | None = None):
-    """``model``, ready for the forward functions Unsloth patched into its class: moved to the GPU,
+    """``model``, ready for the forward functions Unsloth patched into its class: moved to the GPU if on the CPU,
     every attention layer given the model's rotary embedding (of the class Unsloth put in the modeling
     module, rebuilt from the config when it is the original), ``max_seq_length`` (default the config's
     ``max_position_embeddings``) set on each level that lacks it. A no-op for a class Unsloth has not
     patched. Returns the model (moved in place)."""
     if not patched_by_unsloth(model):
         return model
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and next(model.parameters()).device.type == "cpu":   # placed ones stay
         model = model.to("cuda")
     core = _core(model)
     inner = getattr(core, "model", None)
