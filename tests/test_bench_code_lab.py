@@ -247,6 +247,7 @@ def test_a_run_without_grpo_writes_its_results(monkeypatch):
     q = {"plain_acc": 0.3, "demo_acc": 1.0, "feedback_acc": 0.8, "token_win_demo": 1.0, "token_win_feedback": 0.9}
     monkeypatch.setattr(code_lab, "teacher_part", lambda d, v="top": q)
     monkeypatch.setattr(sys.modules["_common"], "require_clean_tree", lambda: None)   # tested in test_write_results
+    monkeypatch.setattr(code_lab, "journal_path", lambda name, resume: None)          # no journal: tested in test_runner
     monkeypatch.setattr(code_lab, "run_all", lambda specs, jobs, label="run", journal=None: [
         {"method": m, "dial": d, "seed": s, "lr": lr, "start_acc": 0.3, "final_acc": 0.4, "zero_std_groups": 0.1,
          "acc_by_step": [[0, 0.3], [10, 0.4]]} for m, d, s, _, lr, _ in specs])
