@@ -4,9 +4,10 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.sdpo_kit-installed
 export SDPO_KIT_CACHE ?= $(CURDIR)/.cache/sdpo_kit
-# trl 1.15 (Unsloth's pin, what Colab runs) in a venv of its own; the rest of the pins as constraints.txt
-VENV115 := .venv-trl115
-STAMP115 := $(VENV115)/.sdpo_kit-installed
+# trl 1.15 (Unsloth's pin, what Colab runs) laid over .venv (PYTHONPATH first): the rest of the pinned set is the
+# same, and pip's plan for trl==1.15.0 under constraints.txt must add trl alone (no second venv of torch & co.)
+TRL115 := .trl115
+STAMP115 := $(TRL115)/.installed
 # verl 0.9.1 (pins transformers < 5.11) beside sdpo_kit in a venv of its own; pins in constraints-verl.txt
 VENVVERL := .venv-verl
 STAMPVERL := $(VENVVERL)/.sdpo_kit-installed
@@ -60,15 +61,16 @@ test: $(STAMP)
 	$(NB_TINY) $(BIN)/pytest -q $(XDIST) --nbmake --nbmake-timeout=900 notebooks
 	$(MAKE) --no-print-directory test-trl115
 
-$(STAMP115): pyproject.toml constraints.txt
-	$(PY) -m venv $(VENV115)
-	$(VENV115)/bin/pip install -q --upgrade pip
-	sed 's/^trl==.*/trl==1.15.0/' constraints.txt > $(VENV115)/constraints.txt
-	$(VENV115)/bin/pip install -q -c $(VENV115)/constraints.txt -e . pytest
+$(STAMP115): $(STAMP) constraints.txt
+	rm -rf $(TRL115) && mkdir -p $(TRL115)
+	sed 's/^trl==.*/trl==1.15.0/' constraints.txt > $(TRL115)/constraints.txt
+	$(BIN)/pip install -q --dry-run --report $(TRL115)/plan.json -c $(TRL115)/constraints.txt trl==1.15.0
+	$(BIN)/python -c "import json, sys; n = sorted({i['metadata']['name'].lower() for i in json.load(open('$(TRL115)/plan.json'))['install']}); sys.exit(0 if n == ['trl'] else f'trl 1.15 needs more than the pinned set: {n}')"
+	$(BIN)/pip install -q --no-deps --target $(TRL115)/site trl==1.15.0
 	touch $(STAMP115)
 
 test-trl115: $(STAMP115)  ## the TRL-path tests on trl 1.15.0 (CPU: TRL's Triton log-prob kernel replaced by torch)
-	MPLBACKEND=Agg PYTHONPATH=tests $(VENV115)/bin/pytest -q -p no:cacheprovider -p trl115_cpu_kernel $(TRL_TESTS) -k trl
+	MPLBACKEND=Agg PYTHONPATH=$(TRL115)/site:tests $(BIN)/pytest -q -p no:cacheprovider -p trl115_cpu_kernel $(TRL_TESTS) -k trl
 
 test-export: $(STAMP)  ## GGUF export: fetch llama.cpp's converter once (pip download of an sdist, no build), run its tests
 	$(BIN)/python -c "from sdpo_kit.deploy.gguf import converter_dir; print('llama.cpp converter:', converter_dir())"
@@ -133,4 +135,4 @@ bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: the install and each leg 
 	$(BIN)/python benchmarks/report.py
 
 clean:
-	rm -rf $(VENV) $(VENV115) $(VENVVERL) runs site .cache
+	rm -rf $(VENV) $(TRL115) $(VENVVERL) runs site .cache

@@ -144,7 +144,7 @@ def lab(res: dict) -> str:
                                 "copies a random hint"], rows), "", provenance(res)])
 
 
-LEG_NAMES = {"test": "`make test`: ruff, unit tests, notebooks (nbmake), TRL-path tests on trl 1.15 in `.venv-trl115`",
+LEG_NAMES = {"test": "`make test`: ruff, unit tests, notebooks (nbmake), TRL-path tests on trl 1.15 (laid over `.venv`)",
              "test-verl": "`make test-verl`: `.venv-verl` (verl 0.9.1) and the cross-checks against it",
              "test-export": "`make test-export`: llama.cpp's converter fetched, GGUF round trips",
              "docs": "`make docs`: the docs site, `mkdocs build --strict`"}

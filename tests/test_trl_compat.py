@@ -1,7 +1,7 @@
 """TRL 1.15 (Unsloth's pin, what Colab runs) and 1.16 (CI's pin): what sdpo_kit imports exists in
 both, and a TRL that cannot run on this device is named before it crashes.
 
-``make test-trl115`` runs this file, with the TRL-path tests, in a second venv on trl 1.15.0.
+``make test-trl115`` runs this file, with the TRL-path tests, on trl 1.15.0 laid over ``.venv``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,11 @@ original kernel is used. Loaded with ``pytest -p trl115_cpu_kernel`` (``tests/``
 
 import torch
 import torch.nn.functional as F
+import trl
 import trl.trainer.utils as trl_utils
+
+if not trl.__version__.startswith("1.15."):   # the overlay (.trl115/site, first on PYTHONPATH) must be what runs
+    raise ImportError(f"make test-trl115 runs trl 1.15, but trl {trl.__version__} was imported from {trl.__file__}")
 
 _TRITON = trl_utils._ChunkedLogProbFunction
 _OUTPUTS = ("entropy", "log_sum_sq_probs", "mean_logits", "is_top1")
