@@ -24,13 +24,13 @@ def gpu_runs(root: Path = GPU_RESULTS) -> list[dict]:
     runs = []
     for folder in (p for p in root.iterdir() if p.is_dir()) if root.exists() else ():
         meta = json.loads((folder / "run.json").read_text()) if (folder / "run.json").exists() else {}
-        files = [p for p in sorted(folder.glob("*.json")) if p.name != "run.json"]
-        reports = [json.loads(p.read_text()) for p in files]
-        files, reports = zip(*[(f, r) for f, r in zip(files, reports) if "checks" in r]) if reports else ((), ())
-        if not reports:
+        found = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json")) if p.name != "run.json"}
+        found = {stem: r for stem, r in found.items() if "checks" in r}   # a check report (tests/gpu/conftest.py)
+        if not found:
             continue
-        stages = [(p.stem.removeprefix("gpu_check_").replace("_", " "), r["passed"], r["passed"] + r["failed"])
-                  for p, r in zip(files, reports)]
+        reports = list(found.values())
+        stages = [(stem.removeprefix("gpu_check_").replace("_", " "), r["passed"], r["passed"] + r["failed"])
+                  for stem, r in found.items()]
         runs.append({"name": folder.name, "kind": meta.get("kind", "full" if len(folder.name) == 10 else "partial"),
                      "commit": meta.get("commit"), "note": meta.get("note", ""),
                      "device": reports[0]["device"], "date": max(r["date"] for r in reports),
