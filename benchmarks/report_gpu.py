@@ -1,7 +1,9 @@
 """What has run on a GPU, from ``benchmarks/results/gpu/``: one folder per lease, its checks' reports
 (``gpu_check_<stage>.json``, written by tests/gpu/conftest.py), logs, notebook 00's full-size log
 (``nb00_gpu.log``) and a ``run.json`` (``kind``: full or partial, ``commit``, ``stages``, ``note``). Folders
-from before ``run.json`` are read by name: a date alone is a full run, ``<date>-partial`` a partial one.
+from before ``run.json`` are read by name: a date alone is a full run, ``<date>-partial`` a partial one. A stage
+whose report was never written (its time limit stopped pytest before the end) is counted from its log's progress
+line (``.`` passed, ``F``/``E`` failed, ``s`` skipped): how many passed, not which.
 
 ``gpu.status`` is the one sentence README.md, docs/index.md and docs/install.md give; the ``gpu-runs`` block
 is docs/install.md's table of every lease."""
@@ -31,12 +33,22 @@ def gpu_runs(root: Path = GPU_RESULTS) -> list[dict]:
         reports = list(found.values())
         stages = [(stem.removeprefix("gpu_check_").replace("_", " "), r["passed"], r["passed"] + r["failed"])
                   for stem, r in found.items()]
+        lost = {p.stem: log_counts(p) for p in sorted(folder.glob("gpu_check_*.log")) if p.stem not in found}
+        stages += [(stem.removeprefix("gpu_check_").replace("_", " ") + " (from its log)", *counts)
+                   for stem, counts in lost.items() if counts]
         runs.append({"name": folder.name, "kind": meta.get("kind", "full" if len(folder.name) == 10 else "partial"),
                      "commit": meta.get("commit"), "note": meta.get("note", ""),
                      "device": reports[0]["device"], "date": max(r["date"] for r in reports),
                      "checks": [c for r in reports for c in r["checks"]], "stages": stages,
                      "nb00": nb00_run(folder / "nb00_gpu.log")})
     return sorted(runs, key=lambda r: r["date"])
+
+
+def log_counts(log: Path) -> tuple[int, int] | None:
+    """(passed, ran) from a pytest log's progress lines (``-q``: one character a check, then ``[NN%]``)."""
+    marks = "".join(re.findall(r"^([.FEsx]+)\s+\[\s*\d+%\]", log.read_text(errors="replace"), re.M))
+    ran = sum(marks.count(c) for c in ".FE")
+    return (marks.count("."), ran) if ran else None
 
 
 def nb00_run(log: Path) -> dict | None:
@@ -84,6 +96,9 @@ def gpu_status_fields() -> dict:
         devices.setdefault(r["device"], []).append(r["date"][:10])
     where = " and ".join(f"an {d} on {' and '.join(sorted(set(days)))}" for d, days in devices.items())
     tiny, real = _counts(last["checks"], False), _counts(last["checks"], True)
+    from_log = next(((p, n) for stage, p, n in last["stages"] if stage == "real (from its log)"), None)
+    if from_log:  # the real-model stage's report was lost: its log's counts, without the checks' names
+        real = (real[0] + from_log[0], real[1] + from_log[1])
     text = (f"On a GPU, `make gpu-check` (through `benchmarks/gpu_lease.sh`) ran on lent machines, {where}: in the "
             f"latest full run ({last['device']}, commit {last['commit'] or 'not recorded'}) {tiny[0]} of {tiny[1]} "
             "checks on the tiny lab passed (Unsloth, 4-bit, 16-bit training, TRL on CUDA, the export merge, the "
@@ -94,6 +109,9 @@ def gpu_status_fields() -> dict:
         text += (", and notebook 00 at full size on the real model through the GPU path (Unsloth's 4-bit base, bf16) "
                  + _nb00_words(nb))
     failed = _failed_notebooks(last["checks"])
+    if from_log and from_log[0] < from_log[1]:
+        text += ("; which notebook failed is not known (the stage's time limit stopped pytest while it wrote its "
+                 "report, which is now written as each check ends)")
     if failed:
         names = ", ".join(failed[:-1]) + " and " + failed[-1] if len(failed) > 1 else failed[0]
         text += f"; the failures (notebook{'s' if len(failed) > 1 else ''} {names}) led to fixes"

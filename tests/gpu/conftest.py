@@ -2,7 +2,7 @@
 
 Every test in this folder is marked ``gpu`` (``pytestmark`` in each file) and skips without CUDA,
 so on a CPU the run ends with ``no CUDA: N checks skipped`` and exit status 0. On a GPU each check's
-outcome (passed, skipped and why, or the error), its seconds, its peak GPU memory (torch's
+outcome (passed, skipped and why, the error, or unfinished when the run's time limit stopped it), its seconds, its peak GPU memory (torch's
 allocator, ``max_memory_allocated``; a check run in a subprocess reports its own) and what it
 recorded with ``record_property`` go to
 ``$SDPO_KIT_GPU_REPORT`` (default ``runs/gpu_check.json``) with the device and library versions.
@@ -55,7 +55,7 @@ def _peak_memory(request):
 
 
 def pytest_runtest_logreport(report):  # called for this folder's tests only (a conftest's runtest hooks)
-    check = _checks.setdefault(report.nodeid, {"check": report.nodeid.split("/gpu/", 1)[-1], "outcome": "passed",
+    check = _checks.setdefault(report.nodeid, {"check": report.nodeid.split("/gpu/", 1)[-1], "outcome": "unfinished",
                                                "seconds": 0.0, "peak_gpu_mib": None})
     check["seconds"] = round(check["seconds"] + report.duration, 2)
     for key, value in report.user_properties:
@@ -64,7 +64,9 @@ def pytest_runtest_logreport(report):  # called for this folder's tests only (a 
                 check[key] = round(max(value, check[key] or 0.0), 1)
         else:  # what a check records besides (record_property): its losses, a round trip, the precision
             check.setdefault("details", {})[key] = value
-    if report.skipped and check["outcome"] == "passed":
+    if report.when == "call" and report.passed and check["outcome"] == "unfinished":
+        check["outcome"] = "passed"  # a check stopped mid-run (the time limit) stays "unfinished"
+    if report.skipped and check["outcome"] in ("passed", "unfinished"):
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         check.update(outcome="skipped", reason=reason.removeprefix("Skipped: "))
     elif report.failed:
@@ -72,14 +74,10 @@ def pytest_runtest_logreport(report):  # called for this folder's tests only (a 
                      else "failed")
 
 
-def pytest_sessionfinish(session, exitstatus):
-    if not CUDA or not _checks or hasattr(session.config, "workerinput"):
-        return  # with pytest-xdist (-n N) the controller, which sees every worker's reports, writes it
-    import transformers
-
-    versions = {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
-    for name in ("trl", "peft", "bitsandbytes", "unsloth", "unsloth_zoo", "vllm"):
-        try:
+def _write_report() -> None:
+    versions = {"torch": torch.__version__, "python": platform.python_version()}
+    for name in ("transformers", "trl", "peft", "bitsandbytes", "unsloth", "unsloth_zoo", "vllm"):
+        try:  # the installed versions, read without importing them (an import can take a minute on a busy machine)
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
@@ -91,7 +89,34 @@ def pytest_sessionfinish(session, exitstatus):
         "passed": sum(c["outcome"] == "passed" for c in _checks.values()),
         "failed": sum(c["outcome"] == "failed" for c in _checks.values()),
         "skipped": sum(c["outcome"] == "skipped" for c in _checks.values()),
+        "unfinished": sum(c["outcome"] == "unfinished" for c in _checks.values()),
         "checks": list(_checks.values())}, indent=1))
+
+
+def _writes_report(config) -> bool:  # with pytest-xdist (-n N) the controller, which sees every worker's reports
+    return CUDA and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logfinish(nodeid, location):
+    """The report is rewritten as each check ends, so a run stopped by its time limit keeps what finished."""
+    check = _checks.get(nodeid)
+    if check is not None and _CONFIG and _writes_report(_CONFIG[0]):
+        _write_report()
+        if check["outcome"] == "failed":  # named at once: the summary at the end may never be printed
+            print(f"\nFAILED {check['check']}: {check.get('error', '')}", flush=True)
+
+
+_CONFIG: list = []
+
+
+def pytest_configure(config):
+    _CONFIG[:] = [config]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _checks and _writes_report(session.config):
+        _write_report()
 
 
 def pytest_terminal_summary(terminalreporter):
