@@ -58,6 +58,6 @@ print(f'notebook 00, full size, GPU path: {time.perf_counter() - start:.1f} s')"
           exit ${PIPESTATUS[0]} ;;
     *)    echo "unknown stage $stage"; exit 2 ;;
 esac
-SDPO_KIT_GPU_REPORT="$out/gpu_check_$stage.json" timeout -s INT "${BUDGET:-270}" \
+SDPO_KIT_GPU_REPORT="$out/gpu_check_$stage.json" timeout -s INT "${BUDGET:-400}" \
     python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu -k "${SELECT:-$select}" -n "${WORKERS:-8}" -rfEs \
     2>&1 | tee "$out/gpu_check_$stage.log"
