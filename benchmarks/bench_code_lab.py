@@ -44,7 +44,7 @@ reaches best-of-k's at max(k).
 Writes ``code_lab.json`` (``code_lab_starving.json`` for the starving variant) with ``runs``
 (method, dial, seed, lr, start_acc, final_acc, acc_by_step, ...) and ``summary`` (teacher per dial,
 the chosen learning rates, the tuning runs, the discovery curves) and prints a table; the report
-(``report_code.py``) reads from the runs the steps each method takes to reach GRPO's median final
+(``reports/code.py``) reads from the runs the steps each method takes to reach GRPO's median final
 accuracy, the seeds that end above their start and the training reward's trend.
 """
 
@@ -59,7 +59,7 @@ import runner
 from _common import machine, median, parse_args, results_path, table, write_results
 from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
 from bench_sdpo_lab import pick_lrs
-from report_sdpo_lab import reach  # GRPO's final accuracy and the steps each method takes to it
+from reports.sdpo_lab import reach  # GRPO's final accuracy and the steps each method takes to it
 from runner import add_runner_args, journal_path
 
 CONFIG = "configs/sdpo_code_lab.yaml"

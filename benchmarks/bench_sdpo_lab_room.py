@@ -22,7 +22,7 @@ on ``--seeds``; held-out greedy accuracy every ``eval_every`` steps.
 
 Writes ``benchmarks/results/sdpo_lab_room.json`` in ``bench_sdpo_lab.py``'s shape (``runs`` with
 ``method``, ``dial``, ``seed``, ``final_acc``, ``acc_by_step``; ``summary.teacher`` / ``lr`` / ``tuning``;
-``config.sft_steps``), so ``report_sdpo_lab`` reads it the same way, and prints a table.
+``config.sft_steps``), so ``reports.sdpo_lab`` reads it the same way, and prints a table.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from report_sdpo_lab import paired_diff, runs_of
+from reports.sdpo_lab import paired_diff, runs_of
 
 ROOT = Path(__file__).resolve().parents[1]
 

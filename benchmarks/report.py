@@ -17,7 +17,7 @@ with the command, date, commit and machine that produced it. Nothing between mar
 by hand; ``tests/test_report.py`` fails when the committed text and the results disagree.
 A number inside a sentence is a field, ``<!--f:sdpo.teacher_demo_acc-->1.000<!--/f-->``, computed
 by ``FIELDS`` from one results file and rewritten the same way (``REPO_FIELDS``: from the repository's
-own files instead, such as docs/install.md's version pins, ``report_pins.py``).
+own files instead, such as docs/install.md's version pins, ``reports/pins.py``).
 A block whose results file does not exist yet says which command makes it.
 
 A stale results file (its behaviour replay moved at the last ``make bench-check``: ``staleness.py``) still
@@ -33,12 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
 from pathlib import Path
 
 from experiments import EXPERIMENTS
-from report_code import (
+from reports.algorithms import export_fields, export_table, ppo, ppo_fields, sdpo, sdpo_fields, vapor
+from reports.code import (
     code_lab,
     code_lab_discovery,
     code_lab_discovery_fields,
@@ -48,14 +48,13 @@ from report_code import (
     sdpo_head_start,
     sdpo_head_start_fields,
 )
-from report_course import first_run, first_run_fields, lab_heldout_fields
-from report_demo import demo_plateau, demo_plateau_fields
-from report_docs import DOC_FIELDS
-from report_format import discovery_table, fmt, md_table, provenance
-from report_gpu import gpu_runs_table, gpu_status_fields
-from report_notebooks import notebook_fields, notebook_reference, notebook_wall_fields
-from report_pins import install_pip, pins_fields
-from report_real import (
+from reports.course import first_run, first_run_fields, lab_heldout_fields
+from reports.demo import demo, demo_plateau, demo_plateau_fields, demo_variant, lab, speed
+from reports.docs import DOC_FIELDS
+from reports.gpu import gpu_runs_table, gpu_status_fields
+from reports.notebooks import fresh_clone, notebook_fields, notebook_reference, notebook_wall_fields, notebooks
+from reports.pins import install_pip, pins_fields
+from reports.real import (
     real_decode,
     real_fields,
     real_learn,
@@ -66,8 +65,7 @@ from report_real import (
     real_tasks,
     real_tasks_fields,
 )
-from report_sdpo_lab import (
-    discovery_fields,
+from reports.sdpo_lab import (
     sdpo_lab,
     sdpo_lab_ablations,
     sdpo_lab_ablations_fields,
@@ -77,10 +75,15 @@ from report_sdpo_lab import (
     sdpo_lab_signal,
     sdpo_lab_stability,
     sdpo_lab_summary,
+)
+from reports.sdpo_room import (
+    sdpo_lab_headroom,
+    sdpo_lab_headroom_fields,
+    sdpo_lab_room,
+    sdpo_lab_room_fields,
     sdpo_lab_transfer,
     sdpo_lab_transfer_fields,
 )
-from report_sdpo_room import sdpo_lab_headroom, sdpo_lab_headroom_fields, sdpo_lab_room, sdpo_lab_room_fields
 from staleness import STALE_NOTE, describe, scan, shallow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,154 +102,26 @@ def load(name: str) -> dict | None:
 # ---------------------------------------------------------------------------------------
 # one renderer per block name
 # ---------------------------------------------------------------------------------------
-def speed(res: dict) -> str:
-    s, cfg = res["summary"], res["config"]
-    rows = []
-    for label, med in s["median_s"].items():
-        times = [t for r in res["runs"] if r["backend"] == label for t in r["times_s"]]
-        rows.append([f"`{label}`" if label != "trl" else "TRL `GRPOTrainer`", med, min(times), max(times)])
-    return "\n".join([
-        md_table(["backend", "median s/step", "min", "max"], rows), "",
-        f"TRL / scratch: **{s['ratio_trl_over_scratch_median']:.2f}x** (median of {cfg['repeats']} repeats; "
-        f"per repeat {', '.join(f'{x:.2f}x' for x in s['ratio_trl_over_scratch'])}); with `share_prompt` off "
-        f"{s['ratio_trl_over_scratch_no_share_median']:.2f}x. {cfg['steps']} steps per run, first "
-        f"{cfg['warmup']} dropped, evaluation off.", "", provenance(res)])
 
 
-def demo(res: dict) -> str:
-    s = res["summary"]
-    rows = [[r["seed"], r["before"], r["after"], f"{r['lift']:+.3f}", f"{r['peak']:.3f} (step {r['peak_step']})",
-             f"{r['wall_s']:.1f}"] for r in res["runs"]]
-    return "\n".join([
-        md_table(["seed", "before", "after", "lift", "peak", "wall s"], rows), "",
-        f"Median lift **{s['median_lift']:+.3f}** (min {s['min_lift']:+.3f}), median wall "
-        f"**{s['median_wall_s']:.1f} s**; the peak is the best of the run's evaluations (accuracy swings "
-        f"between them; the run keeps its last weights).", "", provenance(res)])
 
 
-def demo_variant(res: dict) -> str:
-    s = res["summary"]
-    lifts = ", ".join(f"{r['lift']:+.3f}" for r in res["runs"])
-    return (f"Median lift {s['median_lift']:+.3f}, min {s['min_lift']:+.3f} (seeds {fmt(res['config']['seeds'])}: "
-            f"{lifts}); median peak {s['median_peak']:.3f}. {provenance(res)}")
 
 
-def notebooks(res: dict) -> str:
-    rows = [[f"`{r['notebook']}`", f"{r['wall_s']:.1f}"] for r in res["runs"]]
-    rows.append(["total", f"**{res['summary']['total_s']:.1f}**"])
-    return "\n".join([md_table(["notebook", "wall s"], rows), "", provenance(res)])
 
 
-def lab(res: dict) -> str:
-    rows = [[r["copy_steps"], f"{r['warm_start_s']:.1f}", r["heldout_acc"], r["acc_right_hint"], r["acc_random_hint"]]
-            for r in res["runs"]]
-    return "\n".join([md_table(["`copy_steps`", "warm start s", "held-out acc", "acc, right hint",
-                                "copies a random hint"], rows), "", provenance(res)])
 
 
-LEG_NAMES = {"test": "`make test`: ruff, unit tests, notebooks (nbmake), TRL-path tests on trl 1.15 (laid over `.venv`)",
-             "test-verl": "`make test-verl`: `.venv-verl` (verl 0.9.1) and the cross-checks against it",
-             "test-export": "`make test-export`: llama.cpp's converter fetched, GGUF round trips",
-             "docs": "`make docs`: the docs site, `mkdocs build --strict`"}
 
 
-def fresh_clone(res: dict) -> str:
-    s, run = res["summary"], res["runs"][0]
-    detail = "; ".join(f"{p['tests']} passed in {p['seconds']:.1f} s" for p in run["pytest_phases"])
-    if run.get("docs_build_s") is not None:
-        detail += f"; docs built in {run['docs_build_s']:.1f} s"
-    if "leg_s" in run:
-        rows = [[LEG_NAMES.get(leg, f"`make {leg}`"), f"{t:.1f}"] for leg, t in run["leg_s"].items()]
-    else:  # older results: .ci/run timed as one
-        rows = [[f"`bash .ci/run` ({', '.join(f'`make {leg}`' for leg in run.get('ci_legs', ['test']))})",
-                 f"{s['ci_run_s']:.1f}"]]
-    return "\n".join([
-        md_table(["phase", "wall s"], [["`make install` (fresh `.venv`)", f"{s['install_s']:.1f}"], *rows,
-                                       ["total", f"**{s['total_s']:.1f}** ({s['total_s'] / 60:.1f} min)"]]), "",
-        f"pytest phases, in order: {detail}.", "", provenance(res)])
 
 
-def vapor(res: dict) -> str:
-    b, sp = res["summary"]["before"], res["summary"]["speed"]
-    rows = []
-    for variant in res["config"]["variants"]:
-        mine = [r for r in res["runs"] if r["variant"] == variant]
-        med = {k: statistics.median(r[k] for r in mine) for k in ("acc_after", "margin_after", "pref_acc_after", "wall_s")}
-        rows.append([f"`{variant}`", med["acc_after"], ", ".join(f"{r['acc_after']:.3f}" for r in mine),
-                     f"{med['margin_after']:.3f}", med["pref_acc_after"], f"{med['wall_s']:.0f}"])
-    acc0 = res["runs"][0]["acc_before"]
-    return "\n".join([
-        md_table(["variant", "held-out acc (median)", "per seed", "held-out margin", "pairs preferred right",
-                  "wall s"], rows), "",
-        f"Before training: held-out accuracy {acc0:.3f}, margin {b['margin']:.3f}, pairs preferred right "
-        f"{b['accuracy']:.3f} ({b['pairs']} held-out pairs). {res['config']['steps']} steps per run, seeds "
-        f"{fmt(res['config']['seeds'])}. Per step on TRL: `VAPORTrainer` {sp['VAPORTrainer']['median_s']:.3f} s, "
-        f"`GRPOTrainer` {sp['GRPOTrainer']['median_s']:.3f} s: **{res['summary']['vapor_over_grpo_s_per_step']:.2f}x**.",
-        "", provenance(res)])
 
 
-def sdpo(res: dict) -> str:
-    sp, tt = res["summary"]["speed"], res["summary"]["test_time"]
-    rows = []
-    for method in dict.fromkeys(r["method"] for r in res["runs"]):   # in the benchmark's order
-        mine = [r for r in res["runs"] if r["method"] == method]
-        rows.append([f"`{method}`", statistics.median(r["acc_after"] for r in mine),
-                     ", ".join(f"{r['acc_after']:.3f}" for r in mine),
-                     ", ".join(str(r["steps_to_grpo_final"]) for r in mine), f"{statistics.median(r['wall_s'] for r in mine):.0f}"])
-    acc0 = res["runs"][0]["acc_before"]
-    return "\n".join([
-        md_table(["method", "held-out acc (median)", "per seed", "steps to GRPO's final acc (per seed)", "wall s"], rows),
-        "", f"Before training: held-out accuracy {acc0:.3f}; {res['config']['steps']} steps per run, seeds "
-        f"{fmt(res['config']['seeds'])}; `None`: never reached GRPO's final accuracy.", "",
-        md_table(["per step (TRL backend)", "median s"], [["our `SDPOTrainer(GRPOTrainer)`", sp["ours_SDPOTrainer"]["median_s"]],
-                                                         ["TRL's `trl.experimental.sdpo.SDPOTrainer`", sp["trl_SDPOTrainer"]["median_s"]],
-                                                         ["`GRPOTrainer`", sp["GRPOTrainer"]["median_s"]]]), "",
-        f"Test time, on the {tt['greedy_failed']} of {tt['rows']} held-out problems the warm start gets wrong greedily: "
-        f"multi-turn reprompting (no training: {tt['n']} sample a round, up to {tt['rounds']} rounds, the checker's feedback "
-        f"in the reprompt) solves {tt['multi_turn_solved']:.3f} of them with {tt['multi_turn_mean_samples']:.2f} samples on "
-        f"average (by round: {fmt(tt['multi_turn_solved_after_round'])}); best-of-{tt['best_of_n_samples']} solves "
-        f"{tt['best_of_n_solved']:.3f}.", "", discovery_table(res["summary"].get("discovery")), "", provenance(res)])
 
 
-def ppo(res: dict) -> str:
-    sm = res["summary"]
-    rows = []
-    for method in dict.fromkeys(r["method"] for r in res["runs"]):
-        mine = [r for r in res["runs"] if r["method"] == method]
-        rows.append([f"`{method}`", statistics.median(r["acc_after"] for r in mine),
-                     ", ".join(f"{r['acc_after']:.3f}" for r in mine),
-                     f"{statistics.median(r['gap_closed'] for r in mine):.2f}",
-                     f"{statistics.median(r['wall_s'] for r in mine):.0f}",
-                     f"{statistics.median(r['s_per_step'] for r in mine):.3f}"])
-    agree, curve = sm["reward_model"], [c for c in sm["rm_curve"] if c["acc"] is not None]
-    score_at = {c["step"]: c["score_raw"] for c in sm["rm_curve"] if c["score_raw"] is not None}
-    first = next((c for c in curve if c["step"] in score_at), None)
-    last = curve[-1]
-    rm_line = (f"With the learned reward model instead of the checker (PPO alone, seed 0, {res['config']['rm_steps']} "
-               f"steps): its raw score goes {first['score_raw']:+.2f} (step {first['step']}) -> "
-               f"{score_at.get(last['step'], float('nan')):+.2f} (step {last['step']}) while held-out accuracy goes "
-               f"{curve[0]['acc']:.3f} -> {last['acc']:.3f}." if first else "")
-    return "\n".join([
-        md_table(["method", "held-out acc (median)", "per seed", "gap closed (median)", "wall s", "s/step"], rows), "",
-        f"Student (the default warm start) {sm['student_acc']:.3f}, teacher (`teacher_lab: sft_steps 600`) "
-        f"{sm['teacher_acc']:.3f}; *gap closed* = (after - student) / (teacher - student). {res['config']['steps']} "
-        f"steps per run, seeds {fmt(res['config']['seeds'])}. Built from nothing: the teacher in "
-        f"{sm['teacher_build_s']:.0f} s, the reward model in {sm['reward_model_build_s']:.0f} s; the reward model agrees "
-        f"with exact match on {agree['agreement']:.3f} of the student's samples (true positives "
-        f"{agree['true_positive']:.3f}, false positives {agree['false_positive']:.3f}).", "", rm_line, "",
-        provenance(res)])
 
 
-def export_table(res: dict) -> str:
-    rows = [[r["run"], f"`{r['format']}`", f"{r['max_logit_diff']:.1e}", f"{r['greedy_agree']:.3f}",
-             {True: "yes", False: "no", None: "-"}[r["vocab_equal"]], r["bytes"] // 1024, f"{r['export_s']:.1f}"]
-            for r in res["runs"]]
-    return "\n".join([
-        md_table(["run", "format", "max logit diff", "same greedy answer", "GGUF vocabulary equal", "KB", "export s"],
-                 rows), "",
-        f"One `configs/demo.yaml` run of {res['config']['steps']} steps per row group (`full`: the whole model trained, "
-        f"`lora`: a rank-4 adapter); each export loaded back (transformers; its GGUF loader for GGUF) and compared with "
-        f"the run's model in fp32 on {res['config']['prompts']} held-out prompts.", "", provenance(res)])
 
 
 # block name -> (results file, renderer)
@@ -297,54 +172,12 @@ MAKERS = {stem: e.command for stem, e in EXPERIMENTS.items()}   # results file -
 # ---------------------------------------------------------------------------------------
 # fields: numbers inside prose, each computed from one results file
 # ---------------------------------------------------------------------------------------
-def _seeds_where(res: dict, method: str, better) -> str:
-    """"k of n": the seeds on which ``better(run of method, runs of that seed by method)`` holds."""
-    mine = [r for r in res["runs"] if r["method"] == method]
-    by_seed = {}
-    for r in res["runs"]:
-        by_seed.setdefault(r["seed"], {})[r["method"]] = r
-    k = sum(bool(better(r, by_seed[r["seed"]])) for r in mine)
-    return f"{k} of {len(mine)}"
 
 
-def sdpo_fields(res: dict) -> dict:
-    sp, t, tt = res["summary"]["speed"], res["summary"].get("teacher", {}), res["summary"]["test_time"]
-    return {
-        "tt_solved": fmt(tt["multi_turn_solved"]), "best_of_n_solved": fmt(tt["best_of_n_solved"]),
-        "tt_fewer_or_more": "fewer" if tt["multi_turn_solved"] < tt["best_of_n_solved"] else "at least as many",
-        "ours_over_trl": f"{sp['ours_SDPOTrainer']['median_s'] / sp['trl_SDPOTrainer']['median_s']:.2f}",
-        "ours_s": f"{sp['ours_SDPOTrainer']['median_s']:.3f}", "trl_s": f"{sp['trl_SDPOTrainer']['median_s']:.3f}",
-        "teacher_demo_acc": fmt(t.get("demo_acc")), "teacher_plain_acc": fmt(t.get("plain_acc")),
-        "teacher_feedback_acc": fmt(t.get("feedback_acc")), "teacher_n_wrong": fmt(t.get("n_wrong")),
-        "teacher_token_win_feedback": fmt(t.get("token_win_feedback")),
-        "sdpo_below_start": _seeds_where(res, "sdpo", lambda r, s: r["acc_after"] < r["acc_before"]),
-        "sdpo_below_grpo": _seeds_where(res, "sdpo", lambda r, s: r["acc_after"] < s["grpo"]["acc_after"]),
-        "lr_1e4_above_sdpo": _seeds_where(res, "sdpo_lr_1e-4", lambda r, s: r["acc_after"] > s["sdpo"]["acc_after"]),
-        "lr_1e4_below_grpo": _seeds_where(res, "sdpo_lr_1e-4", lambda r, s: r["acc_after"] < s["grpo"]["acc_after"]),
-        "base_above_sdpo": _seeds_where(res, "sdpo_base_teacher", lambda r, s: r["acc_after"] > s["sdpo"]["acc_after"]),
-        "base_below_grpo": _seeds_where(res, "sdpo_base_teacher",
-                                        lambda r, s: r["acc_after"] < s["grpo"]["acc_after"]),
-        "feedback_below_start": _seeds_where(res, "sdpo_feedback", lambda r, s: r["acc_after"] < r["acc_before"]),
-        # the discovery curves of part 5 (``disc_best_of_k``, ``disc_multi_turn_ci``, ``disc_rows``, ...)
-        **{f"disc_{k}": v for k, v in discovery_fields(res["summary"]["discovery"]).items()},
-    }
 
 
-def export_fields(res: dict) -> dict:
-    """The fewest greedy answers (of the prompts checked) each precision keeps, over the full and LoRA runs."""
-    def kept(*formats):
-        return f"{min(r['greedy_agree'] for r in res['runs'] if r['format'] in formats):.3f}"
-    return {"f16_min_agree": kept("merged fp16", "gguf f16"), "bf16_q8_min_agree": kept("merged bf16", "gguf q8_0"),
-            "prompts": str(res["config"]["prompts"])}
 
 
-def ppo_fields(res: dict) -> dict:
-    def gap(method):
-        return statistics.median(r["gap_closed"] for r in res["runs"] if r["method"] == method)
-    ppo_up = sum(r["acc_after"] > res["summary"]["student_acc"] for r in res["runs"] if r["method"] == "ppo")
-    n_ppo = sum(r["method"] == "ppo" for r in res["runs"])
-    return {"kd_gap": f"{gap('kd'):.2f}", "teacher_ppo_gap": f"{gap('teacher_ppo'):.2f}", "ppo_gap": f"{gap('ppo'):.2f}",
-            "ppo_seeds_up": f"{ppo_up} of {n_ppo}"}
 
 
 # field file name -> (results file, function of the results -> {field: text})
@@ -364,7 +197,7 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "code_lab_discovery": ("code_lab_discovery", code_lab_discovery_fields),
           "code_lab_heldout": ("code_lab_heldout", code_lab_heldout_fields),
           "nb_smoke_s": ("notebooks_smoke", notebook_wall_fields), "nb_full_s": ("notebooks_full", notebook_wall_fields),
-          **DOC_FIELDS,   # the prose of notebooks 04, 07, 08 and the concept pages (report_docs.py)
+          **DOC_FIELDS,   # the prose of notebooks 04, 07, 08 and the concept pages (reports/docs.py)
           **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
 

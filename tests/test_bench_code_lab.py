@@ -32,7 +32,7 @@ def test_each_method_gets_its_signal_and_each_variant_its_warm_start(monkeypatch
 
 
 def test_the_code_lab_block_reads_steps_seeds_above_start_and_reward_trends_from_the_runs():
-    import report_code
+    from reports import code as report_code
 
     def run(method, seed, curve, rewards=(0.1,) * 10 + (0.3,) * 10):
         return {"method": method, "dial": 7, "seed": seed, "start_acc": curve[0], "final_acc": curve[-1],
@@ -160,7 +160,7 @@ def part(methods, commit, lrs, final=0.1, pinned=None):
 
 def test_merging_two_parts_keeps_every_run_with_the_commit_that_measured_it():
     import merge_code_lab
-    import report_code
+    from reports import code as report_code
 
     base, more = part(["grpo", "sdpo_feedback"], "aaa", {"grpo": 3e-5, "sdpo_feedback": 1e-5}), \
         part(["sdpo", "blend"], "bbb", {"sdpo": 1e-4, "blend": 1e-4})
@@ -215,7 +215,7 @@ def test_a_part_that_reruns_a_method_replaces_its_runs_and_keeps_its_tuning():
 
 
 def test_the_report_says_which_rates_were_pinned_and_which_tuned():
-    import report_code
+    from reports import code as report_code
 
     cfg = {"methods": ["grpo", "sdpo"], "lr_grid": [1e-5, 1e-4], "tune_seeds": [100, 101], "pinned_lr": {}}
     assert report_code.rates(cfg) == "each method's learning rate the best of 1e-05, 0.0001 by median final " \
@@ -229,7 +229,7 @@ def test_the_report_says_which_rates_were_pinned_and_which_tuned():
 
 
 def test_the_heldout_fields_say_how_many_functions_the_accuracy_stands_on():
-    import report_code
+    from reports import code as report_code
 
     run = {"variant": "starving", "rows": 20, "functions": 4, "accuracy": 0.25, "functions_right": 2,
            "top_function_share": 0.8, "one_function": 0.25,

@@ -16,9 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import report  # noqa: E402  (benchmarks/report.py)
-import report_format  # noqa: E402
-import report_pins  # noqa: E402
 import staleness  # noqa: E402  (benchmarks/staleness.py)
+from reports import format as report_format  # noqa: E402
+from reports import pins as report_pins  # noqa: E402
 from staleness import (  # noqa: E402
     STALE_NOTE,
     git,

@@ -1,4 +1,4 @@
-"""benchmarks/report_gpu.py: what has run on a GPU, read from the lease folders' reports and logs."""
+"""benchmarks/reports/gpu.py: what has run on a GPU, read from the lease folders' reports and logs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import report_gpu  # noqa: E402
+from reports import gpu as report_gpu  # noqa: E402
 
 
 def _report(checks: list[dict]) -> dict:

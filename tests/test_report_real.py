@@ -1,4 +1,4 @@
-"""``report_real``: the real model's SDPO table says which commit measured which methods and seeds when a
+"""``reports.real``: the real model's SDPO table says which commit measured which methods and seeds when a
 results file was measured in parts (``bench_real.py sdpo --resume``), and its prose fields name the RLHF
 book's recipe only when it ran."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import report_real  # noqa: E402  (benchmarks/report_real.py)
+from reports import real as report_real  # noqa: E402  (benchmarks/reports/real.py)
 
 
 def results(runs: list[tuple[str, int, float, str]]) -> dict:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import report_sdpo_lab as lab  # noqa: E402  (benchmarks/report_sdpo_lab.py)
-import report_sdpo_room as room  # noqa: E402  (benchmarks/report_sdpo_room.py)
+import reports.sdpo_lab as lab  # noqa: E402  (benchmarks/reports/sdpo_lab.py)
+import reports.sdpo_room as room  # noqa: E402  (benchmarks/reports/sdpo_room.py)
 
 
 def results() -> dict:
@@ -204,11 +204,11 @@ def transfer_results() -> dict:
 
 
 def test_transfer_block_sets_each_learning_rates_curve_beside_the_reprompt_rate():
-    text = lab.sdpo_lab_transfer(transfer_results())
+    text = room.sdpo_lab_transfer(transfer_results())
     assert "second round): 0.300 (2 of 3)" in text and "From the plain prompt: 0.020 (1 of 3)" in text
     assert "| `plain`, then test-time SDPO at lr 0.001 | 0.020 (1) | 0.030 (1) | 0.250 (1) |" in text
     assert "| n=0 | n=1 | n=15 |" in text
-    f = lab.sdpo_lab_transfer_fields(transfer_results())
+    f = room.sdpo_lab_transfer_fields(transfer_results())
     assert f["after_1em3_15"] == "0.250" and f["after_1em4_0"] == "0.020" and f["reprompt_rate"] == "0.300"
     assert f["found_1em3_15"] == "1" and f["reprompt_found"] == "2"
     assert "| multi-turn reprompting | 0.010 | 0.030 | 0.060 | 0.100 |" in text      # spans cut at the last round
@@ -217,7 +217,7 @@ def test_transfer_block_sets_each_learning_rates_curve_beside_the_reprompt_rate(
     runs = [{"plain_rate": 0.0, "after": {"0.0001": {"15": 0.01}}, "chain_by_round": [0.0, 0.0, 0.0]},
             {"plain_rate": 0.09, "after": {"0.0001": {"15": 0.8}}, "chain_by_round": [0.1, 0.5, 0.5]},
             {"plain_rate": 0.0, "after": {"0.0001": {"15": 0.03}}, "chain_by_round": [0.0, 0.02, 0.04]}]
-    f = lab.sdpo_lab_transfer_fields({**transfer_results(), "runs": runs})
+    f = room.sdpo_lab_transfer_fields({**transfer_results(), "runs": runs})
     assert f["top_plain"] == "0.090" and f["top_after"] == "0.800" and f["after_without_top"] == "0.020"
     assert f["chain_later_without_top"] == "0.015" and f["chain_found"] == "2"   # (0 + 0.03) / 2; rows 2 and 3
 
@@ -225,7 +225,7 @@ def test_transfer_block_sets_each_learning_rates_curve_beside_the_reprompt_rate(
 def test_wilson_intervals_are_the_textbook_ones():
     """95% Wilson score intervals, against the values every table of them gives (0 of 10: [0, 0.2775];
     5 of 10: [0.2366, 0.7634]; 10 of 10: [0.7225, 1]), within 1e-4; n = 0 says nothing: [0, 1]."""
-    from report_format import rate_ci, wilson
+    from reports.format import rate_ci, wilson
 
     for (k, n), (lo, hi) in (((0, 10), (0.0, 0.2775)), ((5, 10), (0.2366, 0.7634)), ((10, 10), (0.7225, 1.0))):
         got = wilson(k, n)

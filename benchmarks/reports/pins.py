@@ -17,7 +17,7 @@ try:
 except ModuleNotFoundError:  # python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*?)\s*$")   # "name[extra] >=1,<2" -> name, spec
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 import statistics
 
-from report_format import fmt
-from report_sdpo_room import sdpo_lab_room_fields
+from reports.format import fmt
+from reports.sdpo_room import sdpo_lab_room_fields
 
 
 def _walls(res: dict) -> dict:

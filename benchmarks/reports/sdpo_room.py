@@ -1,9 +1,13 @@
-"""Does GRPO have room in the skill lab, and does SDPO reach it sooner there?
+"""Does GRPO have room in the skill lab, and does SDPO reach it sooner there? And does test-time SDPO carry its
+teacher's success into plain sampling?
 
     sdpo_lab_headroom(results) -> str   ``sdpo-lab-headroom`` (bench_sdpo_lab_headroom.py): GRPO from warm
                                         starts with more room, every warm start and learning rate
     sdpo_lab_room(results) -> str       ``sdpo-lab-room`` (bench_sdpo_lab_room.py): a smaller plain budget with
                                         the context steps set apart, its teachers, then bench_sdpo_lab's protocol
+    sdpo_lab_transfer(results) -> str   ``sdpo-lab-transfer`` (bench_sdpo_lab_transfer.py): how fast test-time
+                                        SDPO moves the teacher's success into plain sampling (why it trails
+                                        multi-turn)
     *_fields(results) -> dict           numbers inside prose
 """
 
@@ -11,8 +15,8 @@ from __future__ import annotations
 
 import statistics
 
-from report_format import fmt, lr_tag, md_table, provenance
-from report_sdpo_lab import median_curve, reach, sdpo_lab, sdpo_lab_fields, steps_vs_grpo
+from reports.format import fmt, lr_tag, md_table, provenance
+from reports.sdpo_lab import median_curve, reach, sdpo_lab, sdpo_lab_fields, steps_vs_grpo
 
 
 def headroom_rows(res: dict) -> list[dict]:
@@ -107,4 +111,61 @@ def sdpo_lab_room_fields(res: dict) -> dict:
     for m in res["config"]["methods"]:
         if m != "grpo":
             out[f"reach_{m}"] = steps_vs_grpo(r, res["config"]["steps"], m) or "n/a"
+    return out
+
+
+def sdpo_lab_transfer(res: dict) -> str:
+    """The block ``<!-- report:sdpo-lab-transfer -->``: on the hard rows, the warm start's plain rate, the rate
+    of samples from its feedback reprompts, and the test-time copy's plain rate after n steps per learning rate
+    (means over the rows, and the rows with at least one success among their samples)."""
+    c, s = res["config"], res["summary"]
+    marks = [0, *c["checkpoints"]]
+    n = s["rows"]
+    rows = [[f"`plain`, then test-time SDPO at lr {lr}", *[f"{fmt(curve[str(k)])} ({s['after_found'][lr][str(k)]})"
+                                                        for k in marks]] for lr, curve in s["after"].items()]
+    head = (f"On the {n} hard held-out problems at dial {c['dial']} ({s['hard_of_heldout'][0]} of "
+            f"{s['hard_of_heldout'][1]} are hard: under 10% of 32 plain samples right), the share of {c['samples']} "
+            f"samples a problem that are right, mean over the problems (in brackets: problems with at least one "
+            f"right sample). From the plain prompt: {fmt(s['plain_rate'])} ({s['plain_found']} of {n}). From "
+            f"reprompts with the feedback on a failed plain attempt (the teacher's prompt; multi-turn reprompting's "
+            f"second round): {fmt(s['reprompt_rate'])} ({s['reprompt_found']} of {n}). From the plain prompt after n "
+            f"test-time SDPO steps (batches of {c['batch_size']}, the frozen teacher, not stopped at a success):")
+    by_round = s["chain_by_round"]
+    spans = [(a, min(b, len(by_round))) for a, b in ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32))
+             if a <= len(by_round)]
+    chain = md_table(["", *[f"round {a}" if a == b else f"rounds {a}-{b}" for a, b in spans]],
+                     [["multi-turn reprompting", *[statistics.mean(by_round[a - 1:b]) for a, b in spans]]])
+    tail = (f"Multi-turn reprompting's own chains ({c['chains']} a problem, {len(by_round)} rounds of "
+            f"{c['batch_size']}, not stopped at a success): the share of a round's attempts that are right, mean over "
+            "the problems and the rounds in each span:")
+    return "\n".join([head, "", md_table(["", *[f"n={k}" for k in marks]], rows), "", tail, "", chain, "",
+                      provenance(res)])
+
+
+def sdpo_lab_transfer_fields(res: dict) -> dict:
+    """``<!--f:sdpo_lab_transfer.KEY-->``: ``plain_rate``, ``reprompt_rate``, ``plain_found``, ``reprompt_found``,
+    ``after_<lr_tag>_<n>`` (mean rate), ``found_<lr_tag>_<n>`` (problems with a success), and multi-turn's
+    ``chain_round_1`` / ``chain_later`` / ``chain_last`` (the mean share right in its first round, in all later
+    ones, in its last); ``top_plain`` / ``top_after``: the problem test-time SDPO lifts most (at the first learning
+    rate, after the last checkpoint), before and after, ``after_without_top`` and ``chain_later_without_top``: the
+    means without it; ``chain_found``: problems with a right attempt in some chain."""
+    s = res["summary"]
+    out = {"plain_rate": fmt(s["plain_rate"]), "reprompt_rate": fmt(s["reprompt_rate"]), "rows": str(s["rows"]),
+           "plain_found": str(s["plain_found"]), "reprompt_found": str(s["reprompt_found"])}
+    for lr, curve in s["after"].items():
+        out.update({f"after_{lr_tag(float(lr))}_{n}": fmt(v) for n, v in curve.items()})
+        out.update({f"found_{lr_tag(float(lr))}_{n}": str(v) for n, v in s["after_found"][lr].items()})
+    r = s["chain_by_round"]
+    out["chain_round_1"], out["chain_later"] = fmt(r[0]), fmt(statistics.mean(r[1:]) if len(r) > 1 else None)
+    out["chain_last"] = fmt(r[-1])
+    lr0, last = next(iter(s["after"])), str(res["config"]["checkpoints"][-1])
+    runs = res["runs"]
+    if runs:   # the problem test-time SDPO (first learning rate) lifts most, and the mean without it
+        top = max(runs, key=lambda x: x["after"][lr0][last])
+        rest = [x["after"][lr0][last] for x in runs if x is not top]
+        later = [statistics.mean(x["chain_by_round"][1:]) for x in runs if x is not top and len(x["chain_by_round"]) > 1]
+        out.update(top_plain=fmt(top["plain_rate"]), top_after=fmt(top["after"][lr0][last]),
+                   after_without_top=fmt(statistics.mean(rest) if rest else None),
+                   chain_later_without_top=fmt(statistics.mean(later) if later else None),
+                   chain_found=str(sum(any(v > 0 for v in x["chain_by_round"]) for x in runs)))
     return out

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from report_format import md_table, provenance
+from reports.format import md_table, provenance
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def first_run(res: dict) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 
-from report_format import fmt, md_table, provenance
+from reports.format import fmt, md_table, provenance
 
 
 def real_tasks(res: dict) -> str:

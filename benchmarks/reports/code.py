@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import statistics
 
-from report_format import fmt, md_table, provenance
-from report_sdpo_lab import reach, steps_fmt, steps_vs_grpo
+from reports.format import fmt, md_table, provenance
+from reports.sdpo_lab import reach, steps_fmt, steps_vs_grpo
 
 BATCHES = {"trivial": "trivial (add one)", "timeout": "loops until the time limit", "mixed": "trivial + one loop"}
 
