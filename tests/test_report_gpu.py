@@ -21,11 +21,12 @@ def test_a_stage_without_its_report_is_counted_from_its_log_and_says_so(tmp_path
     lease = tmp_path / "2026-11-28-h100"
     lease.mkdir()
     (lease / "run.json").write_text(json.dumps({"kind": "full", "commit": "abc1234"}))
-    (lease / "gpu_check_base.json").write_text(json.dumps(_report([
-        {"check": "test_a.py::t1", "outcome": "passed"}, {"check": "test_a.py::t2", "outcome": "failed"}])))
+    (lease / "gpu_check_base.json").write_text(json.dumps({**_report([
+        {"check": "test_a.py::t1", "outcome": "passed"}, {"check": "test_a.py::t2", "outcome": "failed"},
+        {"check": "test_a.py::t3", "outcome": "unfinished"}]), "unfinished": 1}))
     (lease / "gpu_check_real.log").write_text("bringing up nodes...\n\n.......F.s   [100%]Traceback (most recent\n")
     (run,) = report_gpu.gpu_runs(tmp_path)
-    assert run["stages"] == [("base", 1, 2), ("real (from its log)", 8, 9)]
+    assert run["stages"] == [("base", 1, 3), ("real (from its log)", 8, 9)]   # the unfinished one ran
     assert run["nb00"] is None
 
 

@@ -31,8 +31,8 @@ def gpu_runs(root: Path = GPU_RESULTS) -> list[dict]:
         if not found:
             continue
         reports = list(found.values())
-        stages = [(stem.removeprefix("gpu_check_").replace("_", " "), r["passed"], r["passed"] + r["failed"])
-                  for stem, r in found.items()]
+        stages = [(stem.removeprefix("gpu_check_").replace("_", " "), r["passed"],   # a check cut short ran, unpassed
+                   r["passed"] + r["failed"] + r.get("unfinished", 0)) for stem, r in found.items()]
         lost = {p.stem: log_counts(p) for p in sorted(folder.glob("gpu_check_*.log")) if p.stem not in found}
         stages += [(stem.removeprefix("gpu_check_").replace("_", " ") + " (from its log)", *counts)
                    for stem, counts in lost.items() if counts]
