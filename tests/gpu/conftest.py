@@ -2,10 +2,10 @@
 
 Every test in this folder is marked ``gpu`` (``pytestmark`` in each file) and skips without CUDA,
 so on a CPU the run ends with ``no CUDA: N checks skipped`` and exit status 0. On a GPU each check's
-outcome (passed, skipped and why, the error, or unfinished when the run's time limit stopped it), its seconds, its peak GPU memory (torch's
-allocator, ``max_memory_allocated``; a check run in a subprocess reports its own) and what it
-recorded with ``record_property`` go to
-``$SDPO_KIT_GPU_REPORT`` (default ``runs/gpu_check.json``) with the device and library versions.
+outcome (passed, skipped and why, the error, or unfinished when the run's time limit stopped it), its
+seconds, its peak GPU memory (torch's allocator, ``max_memory_allocated``; a check run in a subprocess
+reports its own) and what it recorded with ``record_property`` go to ``$SDPO_KIT_GPU_REPORT`` (default
+``runs/gpu_check.json``) with the device and library versions, rewritten as each check ends.
 
 Fixtures: ``lab_dir``, the tiny lab's warm start saved as a plain transformers folder, which
 ``load_policy`` loads as it would a hub model (4-bit through bitsandbytes, fp16, Unsloth); no hub
@@ -93,6 +93,13 @@ def _write_report() -> None:
         "checks": list(_checks.values())}, indent=1))
 
 
+_CONFIG: list = []   # the session's config (pytest_configure), for the hooks that are not given it
+
+
+def pytest_configure(config):
+    _CONFIG[:] = [config]
+
+
 def _writes_report(config) -> bool:  # with pytest-xdist (-n N) the controller, which sees every worker's reports
     return CUDA and not hasattr(config, "workerinput")
 
@@ -105,13 +112,6 @@ def pytest_runtest_logfinish(nodeid, location):
         _write_report()
         if check["outcome"] == "failed":  # named at once: the summary at the end may never be printed
             print(f"\nFAILED {check['check']}: {check.get('error', '')}", flush=True)
-
-
-_CONFIG: list = []
-
-
-def pytest_configure(config):
-    _CONFIG[:] = [config]
 
 
 def pytest_sessionfinish(session, exitstatus):
