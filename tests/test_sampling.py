@@ -147,3 +147,66 @@ def test_a_forward_without_a_usable_cache_samples_through_generate(tok):
     assert decode(model, enc["input_ids"], enc["attention_mask"], config, 2) is None
     model.forward = real_forward
     assert decode(model, enc["input_ids"], enc["attention_mask"], config, 2).shape[0] == 2 * len(PROMPTS)
+
+
+def lora_lab(tok, **extra):
+    """The tiny lab with LoRA on every projection, its B matrices drawn (a fresh adapter's are zero);
+    ``extra``: more ``peft.LoraConfig`` options (DoRA, a LoRA bias)."""
+    from peft import LoraConfig, get_peft_model
+
+    from sdpo_kit.models import LORA_TARGETS
+
+    config = LoraConfig(task_type="CAUSAL_LM", r=16, lora_alpha=16, target_modules=list(LORA_TARGETS), **extra)
+    model = get_peft_model(build_model(tok, seed=3), config)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)
+    return model
+
+
+def test_merged_lora_is_the_same_policy_and_gives_the_base_back(tok):
+    """Sampling folds each adapter into its base weight (W + s B A, one matmul a layer): the logits are the
+    adapter model's up to float rounding, the frozen base keeps its Parameter objects and their bits, and
+    greedy decoding picks the same tokens with and without the fold."""
+    from sdpo_kit.core.sampling import encode_prompts, merged_lora, mergeable_lora_layers
+
+    model = lora_lab(tok).eval()
+    layers = mergeable_lora_layers(model)
+    assert layers is not None and len(layers) == 7 * model.config.num_hidden_layers
+    before = {n: (p, p.detach().clone()) for n, p in model.named_parameters()}
+    enc = encode_prompts(tok, PROMPTS)
+    with torch.no_grad():
+        plain = model(**enc).logits                                            # (n, P, V)
+        with merged_lora(model) as m:
+            assert all(layer.get_base_layer().weight is not before[n][0] for n, (layer, _) in
+                       zip([n for n in before if "base_layer.weight" in n], layers))
+            merged = m(**enc).logits
+    torch.testing.assert_close(merged, plain, atol=1e-5, rtol=1e-5)
+    with torch.no_grad(), model.disable_adapter():
+        assert (plain - model(**enc).logits).abs().max() > 1e-2  # the adapter does change them
+    for n, p in model.named_parameters():
+        assert p is before[n][0] and torch.equal(p, before[n][1]), n
+    greedy = dict(max_new_tokens=12, do_sample=False, num_return_sequences=1)
+    got = sample(model, tok, PROMPTS, **greedy).completion_ids
+    want = generate_reference(model, tok, PROMPTS, 1, 0, do_sample=False)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("change", ["dora", "lora_bias", "bf16", "merged", "plain"])
+def test_lora_that_cannot_be_folded_exactly_is_left_alone(tok, change):
+    """DoRA, a LoRA bias, a low-precision base, adapters already merged, or no adapter at all: nothing
+    is folded."""
+    from sdpo_kit.core.sampling import mergeable_lora_layers
+
+    if change == "plain":
+        model = build_model(tok, seed=3)
+    else:
+        model = lora_lab(tok, **({"use_dora": True} if change == "dora" else {"lora_bias": True} if change == "lora_bias"
+                                 else {}))
+        if change == "bf16":
+            model.to(torch.bfloat16)
+        elif change == "merged":
+            model.merge_adapter()
+    assert mergeable_lora_layers(model) is None

@@ -6,7 +6,9 @@ prompts. ``sample`` runs each distinct prompt once (its KV cache repeated for th
 of its group, as ``shared_prompt_logprobs`` does for the loss) and then decodes token by token in
 ``decode``: the same forwards, processors and random draws as transformers' ``generate`` (the
 tests check it token for token), without running every prompt G times. A model whose forward
-returns no usable cache (Unsloth's patched forward on a GPU) samples through ``generate``.
+returns no usable cache (Unsloth's patched forward on a GPU) samples through ``generate``. LoRA
+adapters are folded into their base weights while sampling (``merged_lora``: one matmul a layer, the
+same policy up to float rounding).
 
 Sampling is on-policy by construction: ``sampling_config`` spells out every knob, so the
 samples come from softmax(logits / temperature) and nothing else, whatever the model's own
@@ -149,7 +151,7 @@ def sample(model, tokenizer, prompts, *, max_new_tokens: int, do_sample: bool = 
     prompt_mask = enc["attention_mask"].repeat_interleave(G, 0)                  # (B, P)
     config = sampling_config(model, tokenizer, max_new_tokens=max_new_tokens, do_sample=do_sample,
                              temperature=temperature, top_k=top_k, top_p=top_p)
-    with eval_mode(model), neutral_generation_defaults(model):
+    with eval_mode(model), neutral_generation_defaults(model), merged_lora(model):
         completion_ids = decode(model, enc["input_ids"], enc["attention_mask"], config, G)  # (B, T) or None
         if completion_ids is None:   # no usable KV cache: transformers' generate, every prompt G times
             out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
@@ -158,6 +160,60 @@ def sample(model, tokenizer, prompts, *, max_new_tokens: int, do_sample: bool = 
     completion_ids = completion_ids.masked_fill(completion_mask == 0, tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
     return Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask, texts)
+
+
+def mergeable_lora_layers(model) -> list | None:
+    """The model's LoRA layers as ``[(layer, adapter)]`` when ``merged_lora`` can fold every one of them
+    into its base weight; None when there is nothing to fold or one cannot be folded exactly: a base that
+    is not a plain fp32 ``nn.Linear`` (Unsloth's 4-bit, bf16 on a GPU), DoRA or another variant, a LoRA bias, more
+    than one active adapter, adapters already merged, or a model without PEFT's ``disable_adapter``."""
+    if not hasattr(model, "disable_adapter"):
+        return None
+    try:
+        from peft.tuners.lora import LoraLayer
+    except ImportError:
+        return None
+    layers = []
+    for module in model.modules():
+        if not isinstance(module, LoraLayer):
+            continue
+        base, active = module.get_base_layer(), list(module.active_adapters)
+        if (type(base) is not torch.nn.Linear or base.weight.dtype != torch.float32 or module.merged
+                or len(active) != 1 or active[0] in getattr(module, "lora_variant", {})
+                or active[0] not in module.lora_A or getattr(module, "lora_bias", {}).get(active[0])):
+            return None
+        layers.append((module, active[0]))
+    return layers or None
+
+
+@contextlib.contextmanager
+def merged_lora(model):
+    """Sample through LoRA adapters folded into their base weights: one matmul a layer instead of three.
+
+        W' = W + s B A      (out, in), s = lora_alpha / r: PEFT's ``get_delta_weight``
+        x W'^T = x W^T + s (x A^T) B^T      the same function, up to float rounding
+
+    Each base ``weight`` is swapped for a new tensor W' (never written in place: the frozen base keeps its
+    bits, and the original Parameter objects come back afterwards), and the adapters are switched off
+    (``disable_adapter``) while the block runs. With r = 16 on every projection of SmolLM2-135M this cuts
+    a decoding step's 630 matmuls to 210, about a sixth of its time on a CPU. A model ``mergeable_lora_layers``
+    refuses passes through unchanged. For sampling and evaluation only (no gradients reach W')."""
+    layers = mergeable_lora_layers(model)
+    if layers is None:
+        yield model
+        return
+    swapped = []
+    try:
+        with torch.no_grad():
+            for layer, adapter in layers:
+                base = layer.get_base_layer()
+                swapped.append((base, base.weight))
+                base.weight = torch.nn.Parameter(base.weight + layer.get_delta_weight(adapter), requires_grad=False)
+        with model.disable_adapter():
+            yield model
+    finally:
+        for base, weight in swapped:
+            base.weight = weight
 
 
 def logits_processors(config: GenerationConfig):
