@@ -5,14 +5,18 @@ samples, 48 tokens at temperature 0.7) through ``core.sampling.sample``, on 2 th
 
 Sampling is most of a scratch GRPO step on this model (``real_speed.json``'s ``breakdown_s``). Measured here:
 
-    lora      seconds to sample the batch as training does: LoRA adapters beside the frozen base weights
-    merged    the same with each adapter merged into a temporary copy of its base weight (W + s B A) and the
-              adapters switched off: the speed a merge-for-sampling would give (the original tensors are put
-              back after, bit for bit); ``rows_identical`` the share of sampled rows equal to the LoRA ones
+    lora      seconds to sample the batch with the LoRA adapters beside the frozen base weights (three matmuls
+              a layer): ``core.sampling``'s fold switched off
+    merged    the same as sampling runs it: each adapter folded into a new base weight tensor (W + s B A) and
+              the adapters switched off (``core.sampling.merged_lora``; the original tensors come back after,
+              bit for bit); ``rows_identical`` the share of sampled rows equal to the LoRA ones
     ops       torch.profiler's self CPU seconds of the merged run, by op: ``aten::mm`` is the matmuls (each
               decode step reads every weight for 16 tokens, so they run far below the matmul's GFLOP/s),
               ``aten::exponential_`` is ``torch.multinomial``'s draw over the whole vocabulary, ``aten::cat``
               and ``aten::copy_`` the growing KV cache
+    floor     what bounds it: a decode step reads every weight once (``weights_mb``, fp32), so a batch of T
+              steps takes at least T x weights / bandwidth, with the bandwidth a plain tensor copy reaches
+              (``copy_gb_s``: bytes read plus written a second, 512 MiB) standing in for the weights' read
 
 The adapter's B is drawn at random (std 0.01) so the merge changes the weights, as after training. Medians
 over ``--repeats`` runs after one warm-up run; the same seed for every run.
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from contextlib import contextmanager
+from unittest import mock
 
 import torch
 from _common import machine, median, parse_args, table, write_results
@@ -30,25 +34,18 @@ from _common import machine, median, parse_args, table, write_results
 CONFIG = "configs/real_grpo.yaml"
 
 
-@contextmanager
-def merged_lora(model):
-    """Each LoRA layer's adapters merged into a new base weight tensor, the adapters off; the original
-    tensors back on exit."""
-    from peft.tuners.lora import LoraLayer
-
-    saved = []
-    try:
-        with torch.no_grad():
-            for m in (m for m in model.modules() if isinstance(m, LoraLayer)):
-                base = m.get_base_layer()
-                delta = sum(m.get_delta_weight(a) for a in m.active_adapters)   # (out, in)
-                saved.append((base, base.weight.data))
-                base.weight.data = base.weight.data + delta.to(base.weight.dtype)
-        with model.disable_adapter():
-            yield
-    finally:
-        for base, data in saved:
-            base.weight.data = data
+def copy_gb_per_s(mb: int = 512, repeats: int = 5) -> float:
+    """The machine's memory bandwidth as a tensor copy sees it: bytes read plus bytes written a second
+    (GB/s), median of ``repeats`` copies of ``mb`` MiB of fp32, on the threads torch has."""
+    a = torch.ones(mb * 2**18)
+    b = torch.empty_like(a)
+    b.copy_(a)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        b.copy_(a)
+        times.append(time.perf_counter() - t0)
+    return 2 * a.numel() * a.element_size() / median(times) / 1e9
 
 
 def main():
@@ -80,11 +77,11 @@ def main():
         return time.perf_counter() - t0, ro.completion_ids
 
     run()
-    lora = [run() for _ in range(args.repeats)]
-    with merged_lora(model):
-        merged = [run() for _ in range(args.repeats)]
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            run()
+    with mock.patch("sdpo_kit.core.sampling.mergeable_lora_layers", return_value=None):  # the fold off
+        lora = [run() for _ in range(args.repeats)]
+    merged = [run() for _ in range(args.repeats)]
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
     a, b = lora[0][1], merged[0][1]
     same = (a == b).all(1).float().mean().item() if a.shape == b.shape else 0.0
     events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
@@ -96,10 +93,17 @@ def main():
                "batch": list(a.shape), "ops_s": ops, "profiled_s": total}
     summary["merged_over_lora"] = summary["merged_s"] / summary["lora_s"]
     summary["s_per_token_step"] = summary["lora_s"] / a.shape[1]
+    # what bounds a decode step: it reads every weight once (the tied embedding once, as the output layer)
+    summary["weights_mb"] = sum(p.numel() * p.element_size() for n, p in model.named_parameters()
+                                if "lora_" not in n) / 1e6
+    summary["copy_gb_s"] = copy_gb_per_s()
+    summary["floor_s"] = a.shape[1] * summary["weights_mb"] / 1e3 / summary["copy_gb_s"]
     print(f"machine: {machine()}\n")
     print(table(["variant", "median s", "s per decode step"],
                 [[r["variant"], median(r["seconds"]), median(r["seconds"]) / a.shape[1]] for r in runs]))
     print(f"\nmerged / lora {summary['merged_over_lora']:.2f}; sampled rows identical {same:.2f}; {tokens} tokens\n")
+    print(f"a decode step reads {summary['weights_mb']:.0f} MB of weights; a copy moves {summary['copy_gb_s']:.1f} GB/s: "
+          f"at least {summary['floor_s']:.1f} s for {a.shape[1]} steps\n")
     print(table(["op (merged run)", "self s", "share"], [[k, v, f"{v / total:.0%}"] for k, v in ops.items()]))
     write_results("real_decode", config={"config": CONFIG, "threads": args.threads, "repeats": args.repeats},
                   runs=runs, summary=summary)

@@ -194,10 +194,10 @@ def test_merged_lora_is_the_same_policy_and_gives_the_base_back(tok):
     assert torch.equal(got, want)
 
 
-@pytest.mark.parametrize("change", ["dora", "lora_bias", "bf16", "merged", "plain"])
+@pytest.mark.parametrize("change", ["dora", "lora_bias", "bf16", "merged", "disabled", "plain"])
 def test_lora_that_cannot_be_folded_exactly_is_left_alone(tok, change):
-    """DoRA, a LoRA bias, a low-precision base, adapters already merged, or no adapter at all: nothing
-    is folded."""
+    """DoRA, a LoRA bias, a low-precision base, adapters already merged or switched off (folding them
+    then would add an adapter the model is not running), or no adapter at all: nothing is folded."""
     from sdpo_kit.core.sampling import mergeable_lora_layers
 
     if change == "plain":
@@ -209,4 +209,9 @@ def test_lora_that_cannot_be_folded_exactly_is_left_alone(tok, change):
             model.to(torch.bfloat16)
         elif change == "merged":
             model.merge_adapter()
+        elif change == "disabled":
+            assert mergeable_lora_layers(model) is not None
+            with model.disable_adapter():
+                assert mergeable_lora_layers(model) is None
+            return
     assert mergeable_lora_layers(model) is None

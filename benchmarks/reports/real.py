@@ -56,9 +56,10 @@ def speed_parts(res: dict) -> list[str]:
         return []
     keys = list(runs[0]["breakdown_s"])
     rows = [[r["algorithm"], r["backend"], f"{r['median_s']:.1f}",
-             *(f"{r['breakdown_s'].get(k, float('nan')):.1f} ({r['breakdown_s'].get(k, 0) / r['median_s']:.0%})"
+             *(f"{r['breakdown_s'][k]:.1f} ({r['breakdown_s'][k] / r['median_s']:.0%})" if k in r["breakdown_s"] else "-"
                for k in keys)] for r in runs]
-    out = ["", "Where a scratch step's seconds go (median over the timed steps; backward includes the optimizer):", "",
+    out = ["", "Where a scratch step's seconds go (median over the timed steps; backward includes the optimizer; a dash: "
+           "the loop does not time that part apart, as SDPO's student and teacher forwards, which fall in other):", "",
            md_table(["algorithm", "backend", "s/step", *keys], rows)]
     s = res["summary"]
     if "grpo_scratch_over_trl" in s:
@@ -73,15 +74,27 @@ def real_decode(res: dict) -> str:
     total = s["profiled_s"]
     ops = [[k, f"{v:.2f}", f"{v / total:.0%}"] for k, v in s["ops_s"].items()]
     return "\n".join([
-        f"Sampling one batch of `{res['config']['config']}` ({B} rows x {T} tokens) takes **{s['lora_s']:.1f} s** as "
-        f"training samples it (LoRA beside the base weights, {s['s_per_token_step']:.2f} s a decode step) and "
-        f"**{s['merged_s']:.1f} s** with the adapters merged into a temporary copy of the base weights "
-        f"({s['merged_over_lora']:.2f}; {s['rows_identical']:.0%} of the sampled rows the same). Where the merged "
-        "run's time goes, by op (torch.profiler, self time):", "",
+        f"Sampling one batch of `{res['config']['config']}` ({B} rows x {T} tokens) takes **{s['merged_s']:.1f} s** as "
+        f"training samples it, each LoRA adapter folded into a temporary copy of its base weight "
+        f"(`core.sampling.merged_lora`, {s['merged_s'] / T:.2f} s a decode step), against **{s['lora_s']:.1f} s** with "
+        f"the adapters beside the base weights, three matmuls a layer ({s['merged_over_lora']:.2f}; "
+        f"{s['rows_identical']:.0%} of the sampled rows the same). Where the folded run's time goes, by op "
+        "(torch.profiler, self time):", "",
         md_table(["op", "s", "share"], ops), "",
         "`aten::mm` is the matmuls: a decode step reads every weight for a handful of tokens, so they run far below "
         "the matmul's GFLOP/s; `aten::exponential_` is `torch.multinomial`'s draw over the whole vocabulary; "
-        "`copy_` and `cat` grow the KV cache.", "", provenance(res)])
+        "`copy_` and `cat` grow the KV cache.", *floor(s, T), "", provenance(res)])
+
+
+def floor(s: dict, T: int) -> list[str]:
+    """What bounds sampling on a CPU, from ``real_decode.json``'s summary (absent in files before it)."""
+    if "floor_s" not in s:
+        return []
+    return ["", f"What bounds it: a decode step reads every weight once, {s['weights_mb']:.0f} MB in fp32, and a plain "
+                f"tensor copy moves {s['copy_gb_s']:.1f} GB/s on this machine, so {T} steps take at least "
+                f"**{s['floor_s']:.1f} s** however few the tokens: the folded run takes "
+                f"{s['merged_s'] / s['floor_s']:.1f}x that. Below it lie only fewer bytes a step (16-bit weights, "
+                "which change the policy being sampled) or fewer steps."]
 
 
 def real_learn(res: dict) -> str:

@@ -166,7 +166,8 @@ def mergeable_lora_layers(model) -> list | None:
     """The model's LoRA layers as ``[(layer, adapter)]`` when ``merged_lora`` can fold every one of them
     into its base weight; None when there is nothing to fold or one cannot be folded exactly: a base that
     is not a plain fp32 ``nn.Linear`` (Unsloth's 4-bit, bf16 on a GPU), DoRA or another variant, a LoRA bias, more
-    than one active adapter, adapters already merged, or a model without PEFT's ``disable_adapter``."""
+    than one active adapter, adapters already merged or switched off (inside ``disable_adapter``: the model
+    runs without them), or a model without PEFT's ``disable_adapter``."""
     if not hasattr(model, "disable_adapter"):
         return None
     try:
@@ -179,6 +180,7 @@ def mergeable_lora_layers(model) -> list | None:
             continue
         base, active = module.get_base_layer(), list(module.active_adapters)
         if (type(base) is not torch.nn.Linear or base.weight.dtype != torch.float32 or module.merged
+                or module.disable_adapters
                 or len(active) != 1 or active[0] in getattr(module, "lora_variant", {})
                 or active[0] not in module.lora_A or getattr(module, "lora_bias", {}).get(active[0])):
             return None
