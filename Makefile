@@ -18,7 +18,7 @@ TRL_TESTS := tests/test_trl_grpo.py tests/test_losses_trl.py tests/test_trl_comp
              tests/test_sampling_trl.py
 
 # make gpu-check: the checks that need a CUDA GPU (tests/gpu, marked gpu) and their JSON report, run by the GPU
-# machine's own python (its CUDA torch). The wheels benchmarks/gpu_wheels.py downloaded on a machine with network
+# machine's own python (its CUDA torch). The wheels tools/gpu_wheels.py downloaded on a machine with network
 # (.gpu-wheels/) are installed first, into .gpu-site/, when they are there. On a CPU every check skips:
 # "no CUDA: N checks skipped", exit 0.
 GPU_PY     ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
@@ -138,10 +138,10 @@ bench-check: $(STAMP)
 # re-measure exactly the stale results files (their replay moved at the last bench-check), each command once,
 # in a clean worktree of HEAD, then render the report; the plan is printed first. DRY=1: the plan only
 bench-stale: $(STAMP)
-	$(BIN)/python benchmarks/bench_stale.py $(if $(DRY),--dry-run)
+	$(BIN)/python tools/bench_stale.py $(if $(DRY),--dry-run)
 
 bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: the install and each leg of .ci/run timed apart
-	$(BIN)/python benchmarks/bench_fresh_clone.py
+	$(BIN)/python tools/bench_fresh_clone.py
 	$(BIN)/python benchmarks/report.py
 
 clean:

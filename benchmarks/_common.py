@@ -53,7 +53,7 @@ def machine_info() -> dict:
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
-WATCHED = ["sdpo_kit", "configs", "benchmarks", "notebooks"]   # a dirty tree here refuses to write results
+WATCHED = ["sdpo_kit", "configs", "benchmarks", "tools", "notebooks"]   # a dirty tree here refuses to write results
 
 ALLOW_DIRTY = "--allow-dirty" in sys.argv
 if ALLOW_DIRTY:  # taken out before the script's own argparse sees it
@@ -104,14 +104,14 @@ def parse_args(ap, argv=None):
 
 
 def _benchmark_file(path) -> str | None:
-    """``path`` relative to the repository when it is a file under ``benchmarks/``, else None (a module
+    """``path`` relative to the repository when it is a file under ``benchmarks/`` or ``tools/``, else None (a module
     whose ``__file__`` is not a real path, as some of torch's are, is none of ours)."""
     try:
         p = Path(path).resolve()
         rel = p.relative_to(ROOT).as_posix()
     except (TypeError, ValueError):
         return None
-    return rel if rel.startswith("benchmarks/") and p.is_file() else None
+    return rel if rel.startswith(("benchmarks/", "tools/")) and p.is_file() else None
 
 
 def measures(name: str) -> list[str]:

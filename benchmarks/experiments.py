@@ -10,7 +10,7 @@ the same config and overrides.
 
     python benchmarks/run.py NAME                     # make results file NAME as declared (run.py --list)
     make bench-stale                                  # re-measure what the last bench-check found moved
-    python benchmarks/bench_stale.py --force NAME     # re-measure NAME as declared, in a clean worktree of HEAD
+    python tools/bench_stale.py --force NAME     # re-measure NAME as declared, in a clean worktree of HEAD
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Sweep:
 
 @dataclass(frozen=True)
 class Experiment:
-    command: str                  # a script in benchmarks/ and its arguments, as typed from the repository root
+    command: str                  # a script in benchmarks/ (or a path from the root: tools/...) and its arguments
     replays: tuple[str, ...]      # fingerprint.REPLAYS / DIGESTS names its fingerprint holds
     rooms: str                    # a key of ROOMS
     reads: tuple[str, ...] = ()   # results files its script reads
@@ -121,8 +121,20 @@ EXPERIMENTS = {
     "notebooks_full": Experiment("bench_notebooks.py --full", ("notebooks", *TINY, "first_run"), "notebooks"),
     "notebooks_smoke_real": Experiment("bench_notebooks.py --model smollm2-135m", ("notebooks", "first_run"),
                                        "notebooks"),
-    "fresh_clone": Experiment("bench_fresh_clone.py", ("ci",), "fresh_clone"),
+    "fresh_clone": Experiment("tools/bench_fresh_clone.py", ("ci",), "fresh_clone"),
 }
+
+
+def script_path(command: str) -> str:
+    """The script of a declared ``command`` as a path from the repository's root: ``bench_real.py speed`` ->
+    ``benchmarks/bench_real.py``; a command naming a folder (``tools/bench_fresh_clone.py``) is one already."""
+    script = command.split()[0]
+    return script if "/" in script else f"benchmarks/{script}"
+
+
+def typed(command: str) -> str:
+    """A declared ``command`` as typed from the repository's root: ``python benchmarks/bench_real.py speed``."""
+    return " ".join(["python", script_path(command), *command.split()[1:]])
 
 
 def experiment(name: str) -> Experiment:

@@ -36,7 +36,7 @@ import re
 import sys
 from pathlib import Path
 
-from experiments import EXPERIMENTS
+from experiments import EXPERIMENTS, typed
 from reports.algorithms import export_fields, export_table, ppo, ppo_fields, sdpo, sdpo_fields, vapor
 from reports.code import (
     code_lab,
@@ -228,7 +228,7 @@ def from_results(file: str, render) -> str:
     """``render(results)`` of ``benchmarks/results/<file>.json``, or the command that makes it."""
     res = load(file)
     if res is None:
-        return f"(not measured yet: `python benchmarks/{MAKERS.get(file, file)}`)"
+        return f"(not measured yet: `{typed(MAKERS[file]) if file in MAKERS else 'python benchmarks/' + file}`)"
     return render(res)
 
 

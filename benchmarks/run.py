@@ -23,9 +23,9 @@ from pathlib import Path
 import _common
 import runner
 from _common import machine, median, parse_args, results_path, run_config, table, write_results
-from experiments import EXPERIMENTS, Sweep
+from experiments import EXPERIMENTS, Sweep, script_path
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def train_seed(spec: tuple) -> dict:
@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.argv = [sys.argv[0], name, *rest]   # the results file records the command that made it
             run_sweep(name, e.sweep, rest)
             continue
-        script, *args = shlex.split(e.command)
-        code = subprocess.call([sys.executable, str(HERE / script), *args, *rest, *dirty])
+        _, *args = shlex.split(e.command)
+        code = subprocess.call([sys.executable, str(ROOT / script_path(e.command)), *args, *rest, *dirty])
         if code:
             return code
     return 0

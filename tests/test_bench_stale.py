@@ -1,11 +1,10 @@
 """``make bench-stale`` plans the right runs: exactly the stale results files, each command once, in order.
 
-Only the planning is tested (``benchmarks/bench_stale.py``'s ``plan`` and its dry run): running the
+Only the planning is tested (``tools/bench_stale.py``'s ``plan`` and its dry run): running the
 benchmarks takes hours and is what the target is for."""
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 
@@ -13,7 +12,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import bench_stale  # noqa: E402  (benchmarks/bench_stale.py)
+sys.path.insert(0, str(ROOT / "tools"))
+import bench_stale  # noqa: E402  (tools/bench_stale.py)
+from experiments import script_path  # noqa: E402
 from report import MAKERS  # noqa: E402
 from staleness import Finding  # noqa: E402
 
@@ -41,20 +42,21 @@ def test_the_order_covers_every_results_file_and_readers_come_after_what_they_re
         assert all(bench_stale.ORDER.index(r) < bench_stale.ORDER.index(reader) for r in reads), reader
     assert bench_stale.ORDER[-1] == "fresh_clone"
     for command in MAKERS.values():
-        assert (ROOT / "benchmarks" / shlex.split(command)[0]).is_file(), command
+        assert (ROOT / script_path(command)).is_file(), command
     results = {p.stem for p in (ROOT / "benchmarks" / "results").glob("*.json")}
     assert results <= set(MAKERS), results - set(MAKERS)
 
 
 def test_plan_with_the_real_commands():
     """sdpo_lab before the signal benchmark that reads its learning rate, fresh_clone last, and the command
-    as MAKERS has it, run as ``python benchmarks/<script> <args>`` from the worktree's root."""
+    as MAKERS has it, run as ``python benchmarks/<script> <args>`` (or ``tools/...``) from the worktree's root."""
     steps = bench_stale.plan(["fresh_clone", "sdpo_lab_signal_1000", "sdpo_lab", "demo_top_k50", "demo"])
     assert [s.results for s in steps] == [["demo"], ["demo_top_k50"], ["sdpo_lab"], ["sdpo_lab_signal_1000"],
                                           ["fresh_clone"]]
     argv = steps[3].argv("python")
     assert argv[:2] == ["python", "benchmarks/bench_sdpo_lab_signal.py"] and argv[-2:] == ["--out",
                                                                                            "sdpo_lab_signal_1000.json"]
+    assert steps[4].argv("python") == ["python", "tools/bench_fresh_clone.py"]   # a tool, from its own folder
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(monkeypatch, capsys):
@@ -114,7 +116,7 @@ def test_the_executed_notebooks_a_step_wrote_are_copied_back(monkeypatch, tmp_pa
 def test_the_make_target_runs_the_script():
     """``make bench-stale`` runs bench_stale.py, with --dry-run when DRY is set."""
     make = (ROOT / "Makefile").read_text()
-    assert "\nbench-stale:" in make and "benchmarks/bench_stale.py $(if $(DRY),--dry-run)" in make
+    assert "\nbench-stale:" in make and "tools/bench_stale.py $(if $(DRY),--dry-run)" in make
 
 
 def test_force_adds_results_files_that_are_not_stale(monkeypatch, capsys):

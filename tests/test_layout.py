@@ -270,10 +270,29 @@ def test_at_most_eight_modules_at_the_root():
     assert len(root) <= 8, root
 
 
-def test_no_file_over_400_lines():   # the package's and the benchmarks' (their results folder aside)
-    files = [*PKG.rglob("*.py"), *(p for p in (PKG.parent / "benchmarks").rglob("*.py") if "results" not in p.parts)]
+def test_no_file_over_400_lines():   # the package's, the benchmarks' (their results folder aside) and the tools'
+    files = [*PKG.rglob("*.py"), *(p for p in (PKG.parent / "benchmarks").rglob("*.py") if "results" not in p.parts),
+             *(PKG.parent / "tools").rglob("*.py")]
     long = {str(p.relative_to(PKG.parent)): n for p in files if (n := len(p.read_text().splitlines())) > 400}
     assert not long, long
+
+
+def test_the_tools_stand_above_the_benchmarks():
+    """tools/ (re-measuring what is stale, CI on a fresh clone, the GPU wheels and lease) drives benchmarks/ and
+    imports it; nothing in benchmarks/ imports a tool back."""
+    import ast
+
+    tools = {p.stem for p in (PKG.parent / "tools").glob("*.py")}
+    assert {"bench_stale", "bench_fresh_clone", "gpu_wheels"} <= tools
+    back = {}
+    for path in (p for p in (PKG.parent / "benchmarks").rglob("*.py") if "results" not in p.parts):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            hits = [n for n in names if n.split(".")[0] in tools | {"tools"}]
+            if hits:
+                back[str(path.relative_to(PKG.parent))] = hits
+    assert not back, back
 
 
 def test_the_public_one_import_paths_work():

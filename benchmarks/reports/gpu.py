@@ -99,7 +99,7 @@ def gpu_status_fields() -> dict:
     from_log = next(((p, n) for stage, p, n in last["stages"] if stage == "real (from its log)"), None)
     if from_log:  # the real-model stage's report was lost: its log's counts, without the checks' names
         real = (real[0] + from_log[0], real[1] + from_log[1])
-    text = (f"On a GPU, `make gpu-check` (through `benchmarks/gpu_lease.sh`) ran on lent machines, {where}: in the "
+    text = (f"On a GPU, `make gpu-check` (through `tools/gpu_lease.sh`) ran on lent machines, {where}: in the "
             f"latest full run ({last['device']}, commit {last['commit'] or 'not recorded'}) {tiny[0]} of {tiny[1]} "
             "checks on the tiny lab passed (Unsloth, 4-bit, 16-bit training, TRL on CUDA, the export merge, the "
             f"notebooks) and {real[0]} of {real[1]} notebooks on the real model")

@@ -1,7 +1,7 @@
 """The install page's version pins, read from the files that set them (``report.py`` renders them).
 
 ``docs/install.md`` quotes pins that live elsewhere: the ``colab`` extra and the supported ranges in
-``pyproject.toml``, the CI set in ``constraints.txt``, and the wheels ``benchmarks/gpu_wheels.py``
+``pyproject.toml``, the CI set in ``constraints.txt``, and the wheels ``tools/gpu_wheels.py``
 carries to an offline GPU machine. Each is a field, ``<!--f:pins.colab_unsloth-->2026.10.9<!--/f-->``,
 or the ``install-pip`` block, so the page cannot name a pin the files do not. What the pins are *for*
 (the prose around them) is written by hand; only the versions are rendered.
@@ -41,8 +41,8 @@ def exact(spec: str) -> str:
 
 
 def gpu_wheels(root: Path = ROOT) -> dict[str, str]:
-    """{name: version} of ``benchmarks/gpu_wheels.py``'s ``WHEELS`` (read as text: no import needed)."""
-    path = root / "benchmarks" / "gpu_wheels.py"
+    """{name: version} of ``tools/gpu_wheels.py``'s ``WHEELS`` (read as text: no import needed)."""
+    path = root / "tools" / "gpu_wheels.py"
     if not path.exists():
         return {}
     text = path.read_text()

@@ -22,9 +22,9 @@ PEAK = "SDPO_KIT_PEAK_GPU_MIB"  # the line a subprocess check prints its peak me
 
 
 def skip_unless(module: str):
-    """Skip a check that needs ``module`` when it is not installed (benchmarks/gpu_wheels.py fetches it)."""
+    """Skip a check that needs ``module`` when it is not installed (tools/gpu_wheels.py fetches it)."""
     return pytest.mark.skipif(importlib.util.find_spec(module) is None,
-                              reason=f"{module} is not installed (benchmarks/gpu_wheels.py fetches it)")
+                              reason=f"{module} is not installed (tools/gpu_wheels.py fetches it)")
 
 
 def notebook_script(path: Path) -> str:

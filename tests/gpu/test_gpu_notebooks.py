@@ -4,7 +4,7 @@ LoRA, Unsloth's 4-bit base when it is installed, TRL's t4 preset), with its own 
 (``SDPO_KIT_PROFILE=smollm2-135m``; ``core.profiles``). No hub model can be fetched on a GPU machine without
 network, so the T4 profile's own Qwen2.5-0.5B-Instruct cannot run there, and the 135M model gets no reward
 at all on the T4 profile's task (3-digit sums of four terms: the first GPU run, 2026-11-26), so its
-learning checks could not pass there. Its wheel comes from ``benchmarks/gpu_wheels.py``
+learning checks could not pass there. Its wheel comes from ``tools/gpu_wheels.py``
 (``.gpu-wheels/models``, handed over as ``SDPO_KIT_SMOLLM2_WHEEL``).
 
 Each runs as one script in a fresh interpreter (its code cells in order; the notebooks use no

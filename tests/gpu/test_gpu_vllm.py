@@ -1,6 +1,6 @@
 """GPU checks, fast generation: TRL's GRPOTrainer with vLLM colocated (preset ``t4_vllm``), and
 ``load_policy(..., fast_inference=True)`` through Unsloth. Skipped without CUDA or vllm (a wheel
-that must match the machine's torch: benchmarks/gpu_wheels.py --with-vllm).
+that must match the machine's torch: tools/gpu_wheels.py --with-vllm).
 
 Each runs in a fresh interpreter: vLLM starts its engine in the process and keeps its share of the GPU.
 """

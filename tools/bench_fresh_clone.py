@@ -1,6 +1,6 @@
 """Wall time of CI on a fresh clone: `git clone`, then `make install` and `bash .ci/run` timed apart.
 
-    python benchmarks/bench_fresh_clone.py [--keep]
+    python tools/bench_fresh_clone.py [--keep]
 
 Clones the committed HEAD of this repository into a temporary directory (nothing uncommitted,
 no .venv, no warm-start cache), runs `make install` and then each leg of `.ci/run` (its `make`
@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, parse_args, table, write_results
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the results' machinery
+from _common import ROOT, machine, parse_args, table, write_results  # noqa: E402
 
 PASSED = re.compile(r"(\d+) passed(?:, \d+ \w+)* in ([\d.]+)s")
 

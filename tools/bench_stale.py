@@ -1,8 +1,8 @@
 """Re-measure exactly the stale results, from a clean worktree of HEAD, then render the report.
 
-    make bench-stale            # or: python benchmarks/bench_stale.py
-    make bench-stale DRY=1      # or: python benchmarks/bench_stale.py --dry-run   (the plan only)
-    python benchmarks/bench_stale.py [--dry-run] [--keep] [--only NAME ...] [--force NAME ...]
+    make bench-stale            # or: python tools/bench_stale.py
+    make bench-stale DRY=1      # or: python tools/bench_stale.py --dry-run   (the plan only)
+    python tools/bench_stale.py [--dry-run] [--keep] [--only NAME ...] [--force NAME ...]
 
 Which: every results file ``staleness.scan`` finds stale (its replay moved at the last ``make bench-check``)
 or without sound provenance (made from a dirty tree, ...), and every results file ``ORDER`` names that
@@ -34,9 +34,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments import EXPERIMENTS
-from report import MAKERS
-from staleness import ROOT, describe, scan
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the results' machinery it drives
+from experiments import EXPERIMENTS, script_path, typed  # noqa: E402
+from report import MAKERS  # noqa: E402
+from staleness import ROOT, describe, scan  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 # the order results files are re-measured in, and what each one's benchmark reads (made before it): as
@@ -48,13 +49,13 @@ READS = {stem: list(e.reads) for stem, e in EXPERIMENTS.items() if e.reads}
 @dataclass
 class Step:
     """One command to run and the stale results files it makes."""
-    command: str            # as experiments.py declares it: a script in benchmarks/ and its arguments
+    command: str            # as experiments.py declares it: a script in benchmarks/ (or tools/...) and its arguments
     results: list[str]
 
     def argv(self, python: str = sys.executable) -> list[str]:
-        """The command as run from the worktree's root: ``python benchmarks/<script> <args>``."""
-        script, *args = shlex.split(self.command)
-        return [python, f"benchmarks/{script}", *args]
+        """The command as run from the worktree's root: ``python benchmarks/<script> <args>`` (or tools/...)."""
+        _, *args = shlex.split(self.command)
+        return [python, script_path(self.command), *args]
 
 
 def plan(names, makers: dict[str, str] = MAKERS, order: list[str] = ORDER) -> list[Step]:
@@ -92,7 +93,7 @@ def show(steps: list[Step], findings, unmeasured=()) -> str:
     why = {f.name: describe(f) for f in findings}
     lines = []
     for i, step in enumerate(steps, 1):
-        lines.append(f"{i:2d}. python benchmarks/{step.command}")
+        lines.append(f"{i:2d}. {typed(step.command)}")
         lines += [f"      {why.get(n, n + '.json: ' + ('not measured yet' if n in unmeasured else 'asked for'))}"
                   for n in step.results]
     return "\n".join(lines)
@@ -116,7 +117,7 @@ def run(steps: list[Step], keep: bool) -> list[str]:
         if not Path(where).resolve().is_relative_to(tree.resolve()):
             raise SystemExit(f"the worktree's benchmarks would import sdpo_kit from {where}, not from {tree}")
         for i, step in enumerate(steps, 1):
-            print(f"\n=== [{i}/{len(steps)}] python benchmarks/{step.command}   (in {tree}, HEAD {head})", flush=True)
+            print(f"\n=== [{i}/{len(steps)}] {typed(step.command)}   (in {tree}, HEAD {head})", flush=True)
             t0 = time.time()
             code = subprocess.run(step.argv(), cwd=tree, env=env).returncode
             for lost in sorted((tree / "benchmarks" / "results" / "unsaved").glob("*.json")):  # a failed write's runs

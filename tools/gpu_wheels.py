@@ -1,9 +1,9 @@
 """Download the wheels ``make gpu-check`` needs, on a machine with package access, for a GPU machine without.
 
-    python benchmarks/gpu_wheels.py [--dest .gpu-wheels] [--python-version 3.12]
+    python tools/gpu_wheels.py [--dest .gpu-wheels] [--python-version 3.12]
                                     [--platform manylinux_2_28_x86_64 ...] [--with-vllm [VERSION]]
                                     [--no-converter] [--dry-run]
-    python benchmarks/gpu_wheels.py --pack [--upload-mib 64] [--cuda 130 132]
+    python tools/gpu_wheels.py --pack [--upload-mib 64] [--cuda 130 132]
 
 
 A GPU machine may have no network and only a base image (torch with CUDA, transformers, peft,
@@ -34,7 +34,7 @@ the target (``pip install --target``), less what the checks never load (``STRIP`
 web app, bitsandbytes' builds for other CUDA and ROCm versions, diffusers, hf_transfer, jedi's typeshed
 stubs), as ``site.tar.xz``; the converter as ``llama.cpp.tar.xz``; the real model's wheel split into
 ``model.part-a`` (what fits beside the other two) and ``model.part-b`` (the rest, one more call).
-``benchmarks/gpu_lease.sh`` unpacks them there and runs the checks in two calls.
+``tools/gpu_lease.sh`` unpacks them there and runs the checks in two calls.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def main(argv=None) -> int:
         sizes = pack(args.dest, wheels, model, converter, args.python_version, args.platform or PLATFORMS,
                      args.cuda, args.upload_mib)
         print("packed: " + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items()))
-        print("there: bash benchmarks/gpu_lease.sh base, then bash benchmarks/gpu_lease.sh real")
+        print("there: bash tools/gpu_lease.sh base, then bash tools/gpu_lease.sh real")
     return 0
 
 
