@@ -170,7 +170,7 @@ def test_merged_lora_is_the_same_policy_and_gives_the_base_back(tok):
     """Sampling folds each adapter into its base weight (W + s B A, one matmul a layer): the logits are the
     adapter model's up to float rounding, the frozen base keeps its Parameter objects and their bits, and
     greedy decoding picks the same tokens with and without the fold."""
-    from sdpo_kit.core.sampling import encode_prompts, merged_lora, mergeable_lora_layers
+    from sdpo_kit.core.sampling import encode_prompts, mergeable_lora_layers, merged_lora
 
     model = lora_lab(tok).eval()
     layers = mergeable_lora_layers(model)
