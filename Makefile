@@ -65,7 +65,7 @@ notebooks: $(STAMP)
 	$(NB_TINY) $(BIN)/pytest -q $(XDIST) --durations=9 --nbmake --nbmake-timeout=900 $(NB_ALL)
 
 test: $(STAMP)
-	$(BIN)/ruff check sdpo_kit tests benchmarks notebooks/solutions
+	$(BIN)/ruff check sdpo_kit tests benchmarks tools notebooks/solutions
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(XDIST) tests
 	$(NB_TINY) $(BIN)/pytest -q $(XDIST) --durations=9 --nbmake --nbmake-timeout=900 $(NB_ALL)
 	$(MAKE) --no-print-directory test-trl115
@@ -114,7 +114,7 @@ gpu-check:  ## the GPU checks (Unsloth, 4-bit, fp16 training, TRL on CUDA, expor
 		$(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu tests/gpu
 
 lint: $(STAMP)
-	$(BIN)/ruff check sdpo_kit tests benchmarks notebooks/solutions
+	$(BIN)/ruff check sdpo_kit tests benchmarks tools notebooks/solutions
 
 docs: $(STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e ".[docs]"
