@@ -20,7 +20,8 @@ The guards: asked for on a CPU, or where ``vllm`` is not importable, the option 
 vLLM is installed.
 
 Left out on purpose: vLLM's server mode (a second GPU), its sleep mode, and the scratch loops
-(they sample with transformers' ``generate``: one readable file each).
+(they sample with ``core.sampling``'s own decoding loop, the same draws as transformers' ``generate``,
+LoRA folded into the base weights: one readable file).
 """
 
 from __future__ import annotations
