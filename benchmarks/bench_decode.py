@@ -17,6 +17,8 @@ Sampling is most of a scratch GRPO step on this model (``real_speed.json``'s ``b
     floor     what bounds it: a decode step reads every weight once (``weights_mb``, fp32), so a batch of T
               steps takes at least T x weights / bandwidth, with the bandwidth a plain tensor copy reaches
               (``copy_gb_s``: bytes read plus written a second, 512 MiB) standing in for the weights' read
+    draw      ``draw_s``: the batch's draws alone, ``torch.multinomial`` against an inverse-CDF draw (the same
+              distribution, other random numbers: switching would change every sampled row and every result)
 
 The adapter's B is drawn at random (std 0.01) so the merge changes the weights, as after training. Medians
 over ``--repeats`` runs after one warm-up run; the same seed for every run.
@@ -46,6 +48,33 @@ def copy_gb_per_s(mb: int = 512, repeats: int = 5) -> float:
         b.copy_(a)
         times.append(time.perf_counter() - t0)
     return 2 * a.numel() * a.element_size() / median(times) / 1e9
+
+
+def draw_seconds(B: int, V: int, steps: int, repeats: int = 3) -> dict:
+    """Seconds for ``steps`` draws of one token per row from (B, V) probabilities, median of ``repeats``:
+    ``torch.multinomial`` (what ``decode`` and ``generate`` call: an exponential race over all V) against an
+    inverse-CDF draw (a float64 cumulative sum and one uniform a row), the same distribution from other
+    random numbers: what the draw would cost if the samplers switched, which would change every sampled row."""
+    probs = torch.softmax(torch.randn(B, V, generator=torch.Generator().manual_seed(0)) / 0.7, -1)   # (B, V)
+
+    def multinomial():
+        return torch.multinomial(probs, 1)                                          # (B, 1)
+
+    def inverse_cdf():
+        cdf = probs.double().cumsum(-1)                                             # (B, V)
+        u = torch.rand(B, 1, dtype=torch.float64) * cdf[:, -1:]                     # (B, 1)
+        return torch.searchsorted(cdf, u).clamp(max=V - 1)                          # (B, 1)
+
+    out = {}
+    for name, draw in (("multinomial", multinomial), ("inverse_cdf", inverse_cdf)):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                draw()
+            times.append(time.perf_counter() - t0)
+        out[name] = median(times)
+    return out
 
 
 def main():
@@ -98,12 +127,15 @@ def main():
                                 if "lora_" not in n) / 1e6
     summary["copy_gb_s"] = copy_gb_per_s()
     summary["floor_s"] = a.shape[1] * summary["weights_mb"] / 1e3 / summary["copy_gb_s"]
+    summary["draw_s"] = draw_seconds(a.shape[0], model.config.vocab_size, a.shape[1])
     print(f"machine: {machine()}\n")
     print(table(["variant", "median s", "s per decode step"],
                 [[r["variant"], median(r["seconds"]), median(r["seconds"]) / a.shape[1]] for r in runs]))
     print(f"\nmerged / lora {summary['merged_over_lora']:.2f}; sampled rows identical {same:.2f}; {tokens} tokens\n")
     print(f"a decode step reads {summary['weights_mb']:.0f} MB of weights; a copy moves {summary['copy_gb_s']:.1f} GB/s: "
           f"at least {summary['floor_s']:.1f} s for {a.shape[1]} steps\n")
+    print(f"{a.shape[1]} draws over the vocabulary: torch.multinomial {summary['draw_s']['multinomial']:.2f} s, "
+          f"inverse CDF {summary['draw_s']['inverse_cdf']:.2f} s\n")
     print(table(["op (merged run)", "self s", "share"], [[k, v, f"{v / total:.0%}"] for k, v in ops.items()]))
     write_results("real_decode", config={"config": CONFIG, "threads": args.threads, "repeats": args.repeats},
                   runs=runs, summary=summary)

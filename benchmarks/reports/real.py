@@ -95,7 +95,19 @@ def floor(s: dict, T: int) -> list[str]:
                 f"tensor copy moves {s['copy_gb_s']:.1f} GB/s on this machine, so {T} steps could take as little as "
                 f"**{s['floor_s']:.1f} s**. The folded run takes {s['merged_s'] / s['floor_s']:.1f}x that: its matmuls, at "
                 f"16 rows, read the weights well below the copy's speed (`aten::mm` alone is {mm / s['floor_s']:.1f}x the "
-                "floor), and the rest is the draw, the growing cache and the per-op overhead of 30 layers a token."]
+                "floor), and the rest is the draw, the growing cache and the per-op overhead of 30 layers a token.",
+            *draw(s, T)]
+
+
+def draw(s: dict, T: int) -> list[str]:
+    """The draw's own cost and the cheaper one measured beside it (absent in files before it)."""
+    if "draw_s" not in s:
+        return []
+    d = s["draw_s"]
+    return ["", f"The draw alone: {T} calls of `torch.multinomial` over the whole vocabulary take "
+                f"**{d['multinomial']:.2f} s**; an inverse-CDF draw (a cumulative sum and one uniform number a row) "
+                f"takes {d['inverse_cdf']:.2f} s. It draws from the same distribution with other random numbers, so "
+                "switching would change every sampled row, and with them every result measured here."]
 
 
 def real_learn(res: dict) -> str:
