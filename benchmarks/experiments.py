@@ -10,7 +10,7 @@ the same config and overrides.
 
     python benchmarks/run.py NAME                     # make results file NAME as declared (run.py --list)
     make bench-stale                                  # re-measure what the last bench-check found moved
-    python tools/bench_stale.py --force NAME     # re-measure NAME as declared, in a clean worktree of HEAD
+    python tools/bench_stale.py --force NAME          # re-measure NAME as declared, in a clean worktree of HEAD
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ def from_results(file: str, render) -> str:
     """``render(results)`` of ``benchmarks/results/<file>.json``, or the command that makes it."""
     res = load(file)
     if res is None:
-        return f"(not measured yet: `{typed(MAKERS[file]) if file in MAKERS else 'python benchmarks/' + file}`)"
+        return f"(not measured yet: `{typed(MAKERS.get(file, file))}`)"
     return render(res)
 
 
