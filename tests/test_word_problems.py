@@ -70,6 +70,40 @@ def test_a_space_too_small_for_the_heldout_set_is_refused():
         WordProblemTask(kind="story")
     with pytest.raises(ValueError, match="ops must be"):
         WordProblemTask(ops="*")
+    with pytest.raises(ValueError, match="ops='-' with terms=3 can take everything away"):
+        WordProblemTask(ops="-", terms=3)
+
+
+@pytest.mark.parametrize("kw", [{}, LEVELS[2] | {"n_eval": 8}])
+def test_a_small_space_gives_every_problem_it_has_and_the_same_rows_as_drawing_on(kw):
+    """When the training draw runs out of problems it stops at the last key it can add: the rows are
+    those of drawing the full 50 n + 1000 tries (a reference loop here), and every key of the space
+    (listed here by brute force) is held out or trained on."""
+    import itertools
+    import random
+
+    task = WordProblemTask(**kw)
+    train, heldout = task.splits()
+    rng = random.Random(task.seed)
+    held = {task.problem_key(p) for p in task._heldout_problems(rng)}
+    seen, ref = set(), []
+    for _ in range(50 * 5000 + 1000):
+        p = task._problem(rng)
+        if task.problem_key(p) not in seen | held:
+            seen.add(task.problem_key(p))
+            ref.append(p)
+    assert train == [task.row(p) for p in ref] and len(train) < 5000   # the space ran out
+    every = set()
+    for start, *ns in itertools.product(range(1, task.top + 1), repeat=task.terms):
+        for signs in itertools.product(task.ops, repeat=task.terms - 1):
+            total = start
+            for s, n in zip(signs, ns):
+                total += n if s == "+" else -n
+                if total < 0:
+                    break
+            else:
+                every.add(task.problem_key((start, *zip(signs, ns))))
+    assert held | seen == every and not held & seen
 
 
 def test_prompt_settings_system_instruction_and_plain():

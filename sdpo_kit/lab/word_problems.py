@@ -71,6 +71,9 @@ class WordProblemTask(ArithmeticTask):
             raise ValueError(f"kind must be 'sum' or 'word', got {self.kind!r}")
         if not self.ops or set(self.ops) - {"+", "-"}:
             raise ValueError(f"ops must be '+', '-' or '+-', got {self.ops!r}")
+        if self.ops == "-" and self.terms > 2:   # a first event can take all: the next has nothing left to take
+            raise ValueError(f"ops='-' with terms={self.terms} can take everything away before the last event: "
+                             "use ops='+-' (an empty hand only gains) or terms=2")
         if self.max_operand is not None and self.max_operand < 1:
             raise ValueError(f"max_operand must be >= 1, got {self.max_operand}")
         if self.tagged:
@@ -99,9 +102,32 @@ class WordProblemTask(ArithmeticTask):
         taken = sorted(n for s, n in events if s == "-")
         return (tuple(added), tuple(taken))
 
+    def _all_keys(self) -> set | None:
+        """Every ``problem_key`` this setting can draw (None when the space is too large to list)."""
+        if self.space_size() > 200_000:
+            return None
+        keys = set()
+
+        def walk(start, total, events):
+            if len(events) == self.terms - 1:
+                keys.add(self.problem_key((start, *events)))
+                return
+            for sign in (s for s in self.ops if s == "+" or total >= 1):
+                for n in range(1, (self.top if sign == "+" else min(total, self.top)) + 1):
+                    walk(start, total + (n if sign == "+" else -n), [*events, (sign, n)])
+
+        for start in range(1, self.top + 1):
+            walk(start, start, [])
+        return keys
+
     def _problems(self, rng: random.Random, n: int, exclude: set = frozenset()) -> list[tuple]:
+        """Up to ``n`` problems in a seeded random order, distinct by key, none whose key is in ``exclude``;
+        a small space runs out: the draws stop after 50 n + 1000 tries, or as soon as every key the
+        setting has is taken (the same rows, without the tries that could find nothing new)."""
+        keys = self._all_keys()
+        left = len(keys - set(exclude)) if keys is not None else None   # keys a draw can still add
         seen, out, tries = set(), [], 0
-        while len(out) < n and tries < 50 * n + 1000:   # small spaces run out: stop, fewer rows
+        while len(out) < n and tries < 50 * n + 1000 and len(out) != left:
             tries += 1
             p = self._problem(rng)
             key = self.problem_key(p)
