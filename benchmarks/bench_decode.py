@@ -12,13 +12,13 @@ Sampling is most of a scratch GRPO step on this model (``real_speed.json``'s ``b
               bit for bit); ``rows_identical`` the share of sampled rows equal to the LoRA ones
     ops       torch.profiler's self CPU seconds of the merged run, by op: ``aten::mm`` is the matmuls (each
               decode step reads every weight for 16 tokens, so they run far below the matmul's GFLOP/s),
-              ``aten::exponential_`` is ``torch.multinomial``'s draw over the whole vocabulary, ``aten::cat``
-              and ``aten::copy_`` the growing KV cache
+              ``aten::uniform_`` and ``aten::log1p`` the draw over the whole vocabulary (``core.sampling.draw``),
+              ``aten::cat`` and ``aten::copy_`` the growing KV cache
     floor     what bounds it: a decode step reads every weight once (``weights_mb``, fp32), so a batch of T
               steps takes at least T x weights / bandwidth, with the bandwidth a plain tensor copy reaches
               (``copy_gb_s``: bytes read plus written a second, 512 MiB) standing in for the weights' read
-    draw      ``draw_s``: the batch's draws alone, ``torch.multinomial`` against an inverse-CDF draw (the same
-              distribution, other random numbers: switching would change every sampled row and every result)
+    draw      ``draw_s``: the batch's draws alone, ``torch.multinomial`` against ``core.sampling.draw``, which
+              sampling calls (the same tokens from the same random numbers, checked here on every draw)
 
 The adapter's B is drawn at random (std 0.01) so the merge changes the weights, as after training. Medians
 over ``--repeats`` runs after one warm-up run; the same seed for every run.
@@ -52,28 +52,23 @@ def copy_gb_per_s(mb: int = 512, repeats: int = 5) -> float:
 
 def draw_seconds(B: int, V: int, steps: int, repeats: int = 3) -> dict:
     """Seconds for ``steps`` draws of one token per row from (B, V) probabilities, median of ``repeats``:
-    ``torch.multinomial`` (what ``decode`` and ``generate`` call: an exponential race over all V) against an
-    inverse-CDF draw (a float64 cumulative sum and one uniform a row), the same distribution from other
-    random numbers: what the draw would cost if the samplers switched, which would change every sampled row."""
+    ``torch.multinomial`` (what ``generate`` calls: an exponential race over all V, its Exp(1) numbers made one at
+    a time) against ``core.sampling.draw`` (what ``decode`` calls: the same race, the same numbers vectorised).
+    Each repeat starts from the same seed; SystemExit if the two ever draw another token."""
+    from sdpo_kit.core.sampling import draw
+
     probs = torch.softmax(torch.randn(B, V, generator=torch.Generator().manual_seed(0)) / 0.7, -1)   # (B, V)
-
-    def multinomial():
-        return torch.multinomial(probs, 1)                                          # (B, 1)
-
-    def inverse_cdf():
-        cdf = probs.double().cumsum(-1)                                             # (B, V)
-        u = torch.rand(B, 1, dtype=torch.float64) * cdf[:, -1:]                     # (B, 1)
-        return torch.searchsorted(cdf, u).clamp(max=V - 1)                          # (B, 1)
-
-    out = {}
-    for name, draw in (("multinomial", multinomial), ("inverse_cdf", inverse_cdf)):
+    out, tokens = {}, {}
+    for name, fn in (("multinomial", lambda: torch.multinomial(probs, 1).squeeze(1)), ("draw", lambda: draw(probs))):
         times = []
         for _ in range(repeats):
+            torch.manual_seed(0)
             t0 = time.perf_counter()
-            for _ in range(steps):
-                draw()
+            tokens[name] = [fn() for _ in range(steps)]                            # steps x (B,)
             times.append(time.perf_counter() - t0)
         out[name] = median(times)
+    if not all(torch.equal(a, b) for a, b in zip(tokens["multinomial"], tokens["draw"])):
+        raise SystemExit("core.sampling.draw drew another token than torch.multinomial from the same seed")
     return out
 
 
@@ -135,7 +130,7 @@ def main():
     print(f"a decode step reads {summary['weights_mb']:.0f} MB of weights; a copy moves {summary['copy_gb_s']:.1f} GB/s: "
           f"at least {summary['floor_s']:.1f} s for {a.shape[1]} steps\n")
     print(f"{a.shape[1]} draws over the vocabulary: torch.multinomial {summary['draw_s']['multinomial']:.2f} s, "
-          f"inverse CDF {summary['draw_s']['inverse_cdf']:.2f} s\n")
+          f"core.sampling.draw {summary['draw_s']['draw']:.2f} s (the same tokens)\n")
     print(table(["op (merged run)", "self s", "share"], [[k, v, f"{v / total:.0%}"] for k, v in ops.items()]))
     write_results("real_decode", config={"config": CONFIG, "threads": args.threads, "repeats": args.repeats},
                   runs=runs, summary=summary)

@@ -219,3 +219,32 @@ def test_lora_that_cannot_be_folded_exactly_is_left_alone(tok, change):
                 assert mergeable_lora_layers(model) is None
             return
     assert mergeable_lora_layers(model) is None
+
+
+@pytest.mark.parametrize("shape", [(16, 49152), (3, 50), (1, 7)])
+def test_draw_is_torch_multinomial_token_for_token_and_leaves_the_generator_where_it_does(shape):
+    """``draw`` against ``torch.multinomial(probs, 1)`` from the same seed: the same tokens, rows with zeros
+    (top-k) included, and the global generator left in the same state (the next random number equal)."""
+    from sdpo_kit.core.sampling import draw
+
+    for seed in range(3):
+        logits = torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 3
+        logits[0, : shape[1] // 2] = -float("inf")                       # a top-k row: half the vocabulary is 0
+        probs = torch.softmax(logits, -1)                                 # (B, V)
+        torch.manual_seed(seed)
+        want, after_want = torch.multinomial(probs, 1).squeeze(1), torch.rand(1)
+        torch.manual_seed(seed)
+        got, after_got = draw(probs), torch.rand(1)
+        assert torch.equal(got, want) and torch.equal(after_got, after_want), seed
+        assert (probs[0, got[0]] > 0).item()
+
+
+def test_draw_refuses_what_torch_multinomial_refuses():
+    from sdpo_kit.core.sampling import draw
+
+    for bad in (torch.tensor([[0.5, float("nan")]]), torch.tensor([[0.5, -0.1]]), torch.tensor([[0.0, 0.0]]),
+                torch.tensor([[float("inf"), 1.0]])):
+        with pytest.raises(RuntimeError):
+            torch.multinomial(bad, 1)
+        with pytest.raises(RuntimeError, match="probability tensor"):
+            draw(bad)

