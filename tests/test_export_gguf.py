@@ -59,6 +59,26 @@ def test_the_tiny_vocabulary_is_written_character_for_character(runs, tmp_path):
     assert " " not in vocab or vocab[tok.convert_tokens_to_ids(" ")] == " "
 
 
+@needs_converter
+def test_the_round_trip_reads_the_file_once_for_its_own_checks(runs, tmp_path, monkeypatch):  # noqa: F811
+    """``gguf_contents``: the metadata and the token lists as gguf's reader holds them, from one read; the round
+    trip reads the file once for its own checks (each read parses every field: seconds for a real vocabulary)."""
+    pytest.importorskip("gguf")
+    from gguf import GGUFReader
+
+    import sdpo_kit.lab.real_model as real_model
+
+    file = next(export(runs / "full", "gguf", tmp_path / "g", quant="f32").glob("*.gguf"))
+    meta, lists = real_model.gguf_contents(file)
+    fields = GGUFReader(str(file)).fields
+    assert meta == {k: f.contents() for k, f in fields.items() if k not in real_model.LISTS} == \
+        real_model.gguf_metadata(file)
+    assert lists["tokens"] == fields["tokenizer.ggml.tokens"].contents() and "tokenizer.ggml.tokens" not in meta
+    reads, read = [], real_model.gguf_contents
+    monkeypatch.setattr(real_model, "gguf_contents", lambda *a, **k: reads.append(a) or read(*a, **k))
+    assert gguf_round_trip(runs / "full", file, PROMPTS)["vocab_equal"] and len(reads) == 1
+
+
 def test_no_converter_and_bad_quantisation_are_clear_errors(runs, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("SDPO_KIT_LLAMA_CPP", str(tmp_path))
     with pytest.raises(ExportError, match="SDPO_KIT_LLAMA_CPP"):

@@ -117,18 +117,17 @@ def convert(model_dir, out_file, quant: str = "f16") -> Path:
     return Path(out_file)
 
 
-def gguf_vocabulary(path, *, raw: bool = False) -> list[str]:
+def gguf_vocabulary(path, *, raw: bool = False, contents: tuple[dict, dict] | None = None) -> list[str]:
     """The GGUF file's token list, decoded back from GPT-2's byte-to-unicode form where it uses it
-    (``raw``: as stored, the form a byte-level BPE's own vocabulary has)."""
-    from gguf import GGUFReader
-
+    (``raw``: as stored, the form a byte-level BPE's own vocabulary has). ``contents``: the file's
+    ``lab.real_model.gguf_contents``, read here when not given."""
     from sdpo_kit.deploy.gguf_convert import bytes_to_unicode
+    from sdpo_kit.lab.real_model import gguf_contents
 
-    reader = GGUFReader(str(path))
-    field = reader.fields["tokenizer.ggml.tokens"]
-    tokens = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    meta, lists = gguf_contents(path) if contents is None else contents
+    tokens = list(lists["tokens"])
     decode = {c: b for b, c in bytes_to_unicode().items()}
-    model = bytes(reader.fields["tokenizer.ggml.model"].parts[-1]).decode()
+    model = meta.get("tokenizer.ggml.model")
     if raw or model != "gpt2":
         return tokens
     out = []
@@ -190,7 +189,7 @@ def compare_tokenizer_metadata(meta: dict, expected: dict) -> dict:
     return {"tokenizer_metadata": table, "tokenizer_equal": not bad, "tokenizer_mismatch": bad}
 
 
-def gguf_tokenizer(gguf_file, meta: dict | None = None):
+def gguf_tokenizer(gguf_file, meta: dict | None = None, lists: dict | None = None):
     """``(tokenizer, reader, notes)``: the GGUF's own tokenizer, read by transformers
     (``AutoTokenizer.from_pretrained(dir, gguf_file=...)``, ``reader="transformers"``) or, where
     transformers cannot read it (the tiny lab's vocabulary has no merges), rebuilt from the file's
@@ -201,23 +200,24 @@ def gguf_tokenizer(gguf_file, meta: dict | None = None):
     transformers' reader gives eos ``<|im_start|>`` (id 1) and no pad where the file says 2 and 2."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from sdpo_kit.lab.real_model import bpe_tokenizer_from_gguf, gguf_metadata
+    from sdpo_kit.lab.real_model import bpe_tokenizer_from_gguf, gguf_contents
     from sdpo_kit.models import finish_tokenizer
 
     gguf_file = Path(gguf_file)
-    meta = gguf_metadata(gguf_file) if meta is None else meta
+    if meta is None or lists is None:   # ``gguf_contents``: one read of the file for both
+        meta, lists = gguf_contents(gguf_file)
     notes = []
     try:
         tok, reader = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name), "transformers"
     except (ValueError, KeyError) as e:
-        rebuilt = bpe_tokenizer_from_gguf(gguf_file, meta)
+        rebuilt = bpe_tokenizer_from_gguf(gguf_file, meta, lists)
         if rebuilt is None:
             raise
         tok, reader = PreTrainedTokenizerFast(tokenizer_object=rebuilt, clean_up_tokenization_spaces=False), "rebuilt"
         tok.chat_template = meta.get("tokenizer.chat_template")
         notes.append(f"transformers cannot read this file's tokenizer ({str(e).splitlines()[0]}): rebuilt from its "
                      f"tokens, merges and pre-tokenizer {meta.get('tokenizer.ggml.pre')!r}")
-    tokens = gguf_vocabulary(gguf_file)
+    tokens = gguf_vocabulary(gguf_file, contents=(meta, lists))
     for name, key in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("pad", "padding_token_id")):
         i = meta.get(f"tokenizer.ggml.{key}")
         want = tokens[int(i)] if i is not None else None
@@ -249,23 +249,23 @@ def gguf_round_trip(run_dir, gguf_file, prompts, *, max_new_tokens: int = 8) -> 
     from sdpo_kit.core.sampling import encode_prompts, sample
     from sdpo_kit.core.unsloth_patches import fit_to_unsloth
     from sdpo_kit.deploy.run_model import comparison_device, load_run_model
-    from sdpo_kit.lab.real_model import gguf_metadata
+    from sdpo_kit.lab.real_model import gguf_contents
 
     if importlib.util.find_spec("gguf") is None:
         raise RuntimeError("loading a GGUF file back needs the gguf package: pip install gguf")
     ref, tok = load_run_model(run_dir, dtype=torch.float32)
     gguf_file = Path(gguf_file)
-    meta = gguf_metadata(gguf_file)
+    meta, lists = gguf_contents(gguf_file)   # the one read of ours; transformers reads it for itself
     got = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name,
                                                dtype=torch.float32).eval()   # dequantised to fp32
     device = comparison_device()
     ref, got = ref.to(device), fit_to_unsloth(got.to(device))   # Unsloth's patched Llama, if loaded
-    gtok, reader, notes = gguf_tokenizer(gguf_file, meta)
-    raw = gguf_vocabulary(gguf_file, raw=True)
+    gtok, reader, notes = gguf_tokenizer(gguf_file, meta, lists)
+    raw = gguf_vocabulary(gguf_file, raw=True, contents=(meta, lists))
     ours = {i: t for t, i in tok.get_vocab().items()}
     ours = [ours.get(i) for i in range(len(raw))]
     # a byte-level BPE's tokens are stored as they are; the tiny lab's characters through GPT-2's byte map
-    vocab_equal = ours == raw or ours == gguf_vocabulary(gguf_file)
+    vocab_equal = ours == raw or ours == gguf_vocabulary(gguf_file, contents=(meta, lists))
     out = {"vocab_equal": vocab_equal, "bytes": gguf_file.stat().st_size,
            **compare_tokenizer_metadata(meta, expected_tokenizer_metadata(run_dir, tok)), "tokenizer_reader": reader}
 

@@ -64,22 +64,25 @@ def sha256_of(path) -> str:
 # ---------------------------------------------------------------------------------------
 # GGUF -> an ordinary transformers folder
 # ---------------------------------------------------------------------------------------
+LISTS = ("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.token_type", "tokenizer.ggml.scores")
+
+
 def gguf_metadata(path) -> dict:
     """The GGUF file's scalar and string metadata (``general.*``, ``tokenizer.ggml.*`` but the token
     lists), as plain Python values."""
+    return gguf_contents(path, lists=False)[0]
+
+
+def gguf_contents(path, *, lists: bool = True) -> tuple[dict, dict]:
+    """``(metadata, lists)`` of a GGUF file from one read: ``gguf_metadata``'s dict, and ``tokens``, ``merges``
+    and ``token_type`` where the file has them (empty when ``lists`` is False). gguf's reader parses every
+    field each time it opens a file (seconds for a real vocabulary), so a caller that needs both reads once."""
     from gguf import GGUFReader
 
     reader = GGUFReader(str(path))
-    skip = ("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.token_type", "tokenizer.ggml.scores")
-    return {k: f.contents() for k, f in reader.fields.items() if k not in skip}
-
-
-def _gguf_lists(path) -> dict:
-    from gguf import GGUFReader
-
-    reader = GGUFReader(str(path))
-    names = ("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.token_type")
-    return {k.rsplit(".", 1)[1]: reader.fields[k].contents() for k in names if k in reader.fields}
+    meta = {k: f.contents() for k, f in reader.fields.items() if k not in LISTS}
+    found = {k.rsplit(".", 1)[1]: reader.fields[k].contents() for k in LISTS[:3] if lists and k in reader.fields}
+    return meta, found
 
 
 def _pre_smollm():
@@ -101,16 +104,17 @@ PRE_TOKENIZERS = {"smollm": _pre_smollm, "gpt2": _pre_gpt2, "default": _pre_gpt2
 CONTROL, USER_DEFINED = 3, 4   # gguf.TokenType
 
 
-def bpe_tokenizer_from_gguf(path, meta: dict | None = None):
+def bpe_tokenizer_from_gguf(path, meta: dict | None = None, lists: dict | None = None):
     """The byte-level BPE tokenizer a ``gpt2`` GGUF vocabulary stands for (``tokenizers.Tokenizer``),
-    or None when its model or pre-tokenizer is not one ``PRE_TOKENIZERS`` knows."""
+    or None when its model or pre-tokenizer is not one ``PRE_TOKENIZERS`` knows. ``meta`` and ``lists``:
+    ``gguf_contents(path)``, read here when not given."""
     from tokenizers import AddedToken, Tokenizer, decoders, models
 
-    meta = gguf_metadata(path) if meta is None else meta
+    if meta is None or lists is None:
+        meta, lists = gguf_contents(path)
     pre = meta.get("tokenizer.ggml.pre", "default")
     if meta.get("tokenizer.ggml.model") != "gpt2" or pre not in PRE_TOKENIZERS:
         return None
-    lists = _gguf_lists(path)
     tokens, types = lists["tokens"], lists.get("token_type") or []
     vocab = {t: i for i, t in enumerate(tokens)}
     merges = [tuple(m.split(" ", 1)) for m in lists.get("merges") or []]
@@ -143,8 +147,8 @@ def gguf_to_hf(gguf_path, out_dir) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
-    meta = gguf_metadata(gguf_path)
-    tokens = _gguf_lists(gguf_path)["tokens"]
+    meta, lists = gguf_contents(gguf_path)   # one read: the file is read again only by transformers
+    tokens = lists["tokens"]
     specials = special_tokens(meta, tokens)
 
     loaded = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
@@ -160,7 +164,7 @@ def gguf_to_hf(gguf_path, out_dir) -> Path:
     for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
         setattr(model.generation_config, name, getattr(config, name, None))
 
-    rebuilt = bpe_tokenizer_from_gguf(gguf_path, meta)
+    rebuilt = bpe_tokenizer_from_gguf(gguf_path, meta, lists)
     if rebuilt is not None:
         tokenizer = PreTrainedTokenizerFast(tokenizer_object=rebuilt, clean_up_tokenization_spaces=False, **specials)
     else:
