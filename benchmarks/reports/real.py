@@ -82,8 +82,8 @@ def real_decode(res: dict) -> str:
         "(torch.profiler, self time):", "",
         md_table(["op", "s", "share"], ops), "",
         "`aten::mm` is the matmuls: a decode step reads every weight for a handful of tokens, so they run far below "
-        "the matmul's GFLOP/s; the draw over the whole vocabulary is `aten::exponential_` (`torch.multinomial`) or, "
-        "since `core.sampling.draw`, `aten::uniform_` and `aten::log1p`; "
+        "the matmul's GFLOP/s; `aten::uniform_` and `aten::log1p` are the draw over the whole vocabulary "
+        "(`core.sampling.draw`); "
         "`copy_` and `cat` grow the KV cache.", *floor(s, T), "", provenance(res)])
 
 
@@ -105,10 +105,6 @@ def draw(s: dict, T: int) -> list[str]:
     if "draw_s" not in s:
         return []
     d = s["draw_s"]
-    if "draw" not in d:   # a file measured before core.sampling.draw: an inverse-CDF draw beside it
-        return ["", f"The draw alone: {T} calls of `torch.multinomial` over the whole vocabulary take "
-                    f"**{d['multinomial']:.2f} s**; an inverse-CDF draw takes {d['inverse_cdf']:.2f} s (other random "
-                    "numbers: switching would change every sampled row)."]
     return ["", f"The draw alone: {T} calls of `torch.multinomial` over the whole vocabulary take "
                 f"{d['multinomial']:.2f} s; `core.sampling.draw`, which sampling calls, takes **{d['draw']:.2f} s** for "
                 "the same tokens: the same exponential race from the same random numbers, its logarithms vectorised."]
