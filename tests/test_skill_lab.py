@@ -275,3 +275,39 @@ def test_joint_dial_settings_share_their_first_task_cycles_bit_for_bit(tmp_path,
     assert calls == [2000] and "2 shared task cycle(s) loaded" in capsys.readouterr().out   # only the third cycle ran
     a, b = scratch.state_dict(), resumed.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_tokenize_sft_matches_one_tokenizer_call_a_row_and_pools_train_the_same():
+    """The batched tokenization gives the ids, labels and mask of one tokenizer call a row (a reference written
+    here), and sft on pools tokenized beforehand (what a cycled warm start passes) trains bit for bit as on rows."""
+    import torch
+
+    from sdpo_kit.core.sampling import render_prompts
+    from sdpo_kit.lab.model import build_model, build_tokenizer, tokenize_sft
+
+    tok = build_tokenizer()
+    task = make_task("long_addition", n_eval=20)
+    rows = task.sft_rows(task.splits()[0][:40], copy_fraction=0.5)
+    rows[3] = {**rows[3], "completion": ""}                                 # an empty completion: eos alone
+    ids, lab, att = tokenize_sft(tok, rows)
+    prompts = render_prompts(tok, [r["prompt"] for r in rows])
+    for i, (p, r) in enumerate(zip(prompts, rows)):
+        p_ids = tok(p, add_special_tokens=False)["input_ids"]
+        c_ids = tok(r["completion"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        n = len(p_ids) + len(c_ids)
+        assert ids[i, :n].tolist() == p_ids + c_ids and set(ids[i, n:].tolist()) <= {tok.pad_token_id}
+        assert lab[i].tolist() == [-100] * len(p_ids) + c_ids + [-100] * (ids.size(1) - n)
+        assert att[i].tolist() == [1] * n + [0] * (ids.size(1) - n)
+    assert ids.size(1) == max(att.sum(1)).item() and ids.dtype == lab.dtype == att.dtype == torch.long
+
+    ctx = context_rows(task, task.splits()[0][:40], templates="compact")
+    cfg = LabConfig(hidden_size=16, intermediate_size=32, max_position_embeddings=128)
+
+    def run(**kw):
+        torch.manual_seed(0)
+        model = build_model(tok, cfg)
+        losses = sft(model, tok, rows, steps=4, batch_size=4, lr=1e-2, context_rows=ctx, context_steps=2, **kw)
+        return losses, [p.detach().clone() for p in model.parameters()]
+
+    (a, pa), (b, pb) = run(), run(pools=(tokenize_sft(tok, rows), tokenize_sft(tok, ctx)))
+    assert a == b and all(torch.equal(x, y) for x, y in zip(pa, pb))

@@ -76,12 +76,10 @@ def reward_model_rows(rows: Sequence[dict], wrong_per_question: int, max_offset:
 def encode(tokenizer, prompts, completions, device=None):
     """Right-padded ids / mask of chat-templated prompt + completion + eos, (N, L)."""
     texts = [p + c for p, c in zip(render_prompts(tokenizer, prompts), completions)]
-    seqs = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+    seqs = [s + [tokenizer.eos_token_id] for s in tokenizer(texts, add_special_tokens=False)["input_ids"]]   # one call
     L = max(map(len, seqs))
-    ids = torch.full((len(seqs), L), tokenizer.pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), L), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, :len(s)], mask[i, :len(s)] = torch.tensor(s), 1
+    ids = torch.tensor([s + [tokenizer.pad_token_id] * (L - len(s)) for s in seqs], dtype=torch.long)   # (N, L)
+    mask = torch.tensor([[1] * len(s) + [0] * (L - len(s)) for s in seqs], dtype=torch.long)            # (N, L)
     return (ids, mask) if device is None else (ids.to(device), mask.to(device))
 
 
