@@ -95,10 +95,14 @@ test-real: real-model
 		OMP_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(XDIST) --durations=0 --nbmake --nbmake-timeout=900 \
 		tests/real notebooks
 
+# .ci/run runs the verl leg beside `make docs`: two pip installs of this folder at once would both write
+# sdpo_kit.egg-info here, so flock (where the system has it) takes them one at a time
+PIP_LOCK := $(if $(shell command -v flock 2>/dev/null),mkdir -p .cache && flock .cache/pip-editable.lock)
+
 $(STAMPVERL): pyproject.toml constraints-verl.txt
 	$(PY) -m venv $(VENVVERL)
 	$(VENVVERL)/bin/pip install -q --upgrade pip
-	$(VENVVERL)/bin/pip install -q --no-compile -c constraints-verl.txt verl cachetools uvicorn fastapi pytest -e .
+	$(PIP_LOCK) $(VENVVERL)/bin/pip install -q --no-compile -c constraints-verl.txt verl cachetools uvicorn fastapi pytest -e .
 	$(VENVVERL)/bin/python $(COMPILE) $(VENVVERL)/lib >/dev/null || true
 	touch $(STAMPVERL)
 
@@ -117,7 +121,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks tools notebooks/solutions
 
 docs: $(STAMP)
-	$(BIN)/pip install -q -c constraints.txt -e ".[docs]"
+	$(PIP_LOCK) $(BIN)/pip install -q -c constraints.txt -e ".[docs]"
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), then render the README from them
