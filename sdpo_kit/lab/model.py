@@ -151,9 +151,8 @@ def cache_dir() -> Path:
 
 
 def tokenize_sft(tokenizer, rows, device=None):
-    """Right-padded (input_ids, labels, attention_mask), labels -100 outside the completion. The prompts
-    and the completions are each tokenized in one batched call (the same ids as one call a row, without
-    the per-call overhead: a warm start's pool holds 20,000 rows)."""
+    """Right-padded (input_ids, labels, attention_mask), labels -100 outside the completion. One batched
+    tokenizer call for the prompts, one for the completions (a warm start's pool holds 20,000 rows)."""
     from sdpo_kit.core.sampling import render_prompts
 
     prompts = render_prompts(tokenizer, [r["prompt"] for r in rows])
