@@ -57,8 +57,7 @@ from pathlib import Path
 
 import runner
 from _common import machine, median, parse_args, results_path, table, write_results
-from bench_sdpo import SDPO_ONLY  # the SDPO-only trainer keys, dropped for grpo
-from bench_sdpo_lab import pick_lrs
+from lab import SDPO_ONLY, pick_lrs  # the SDPO-only trainer keys (dropped for grpo); the skill lab's lr pick
 from reports.sdpo_lab import reach  # GRPO's final accuracy and the steps each method takes to it
 from runner import add_runner_args, journal_path
 

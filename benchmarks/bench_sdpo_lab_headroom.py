@@ -26,7 +26,7 @@ import time
 
 import runner
 from _common import machine, median, parse_args, results_path, table, write_results
-from bench_sdpo_lab import method_config, train_run
+from lab import method_config, train_run
 from runner import add_runner_args, journal_path
 
 from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 
 from _common import machine, median, parse_args, results_path, table, write_results
-from bench_sdpo_lab import METHODS, pick_lrs, run_all, teacher_row
+from lab import METHODS, pick_lrs, run_all, teacher_row
 from runner import add_runner_args, journal_path
 
 

@@ -25,7 +25,7 @@ import json
 import re
 
 from _common import RESULTS, machine, median, out_help, parse_args, table, write_results
-from bench_sdpo_lab import dial_values, method_config, train_run, warm_start_for
+from lab import dial_values, method_config, train_run, warm_start_for
 
 
 def carries(operands: list[int]) -> int:

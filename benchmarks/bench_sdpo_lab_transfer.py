@@ -35,7 +35,7 @@ import statistics
 
 import torch
 from _common import machine, out_help, parse_args, table, write_results
-from bench_sdpo_lab import DIALS, warm_start_for
+from lab import DIALS, warm_start_for
 
 
 def attempts(model, tok, task, row, reward, *, prompt=None, n: int, temperature: float):
