@@ -116,7 +116,7 @@ def _benchmark_file(path) -> str | None:
 
 def measures(name: str) -> list[str]:
     """The files a results file ``name`` measures: its rooms (``experiments.py``), its script, and the
-    benchmark modules the script imported (``bench_sdpo_lab_room.py`` runs ``bench_sdpo_lab.py``'s code)."""
+    benchmark modules the script imported (``bench_sdpo_lab_signal.py`` runs ``lab.py``'s code)."""
     from experiments import ROOMS, experiment
 
     rooms = ROOMS[experiment(name).rooms]

@@ -30,7 +30,8 @@ siblings only); ``sdpo_feedback`` (and the tests' feedback, TRL's placement); ``
 same warm start, prompts, group size, completion budget and steps; its learning rate is picked from
 ``--lr-grid`` by the median final accuracy on ``--tune-seeds`` and reported on ``--seeds`` (``--lr
 METHOD=LR`` pins one instead). Each run also keeps its share of all-fail groups, of rows with a
-teacher, and its update norm: what a method had to learn from.
+teacher, and its update norm: what a method had to learn from. Four methods take more than one sitting on 2
+cores: the same command with ``--resume`` continues a cut-short invocation from its journal (``runner.py``).
 
 Part 3 (``--discovery``), at the top dial: test-time discovery on the held-out functions the warm
 start solves in under 10% of 32 plain samples (at most ``--discovery-rows``): the share of them
@@ -57,49 +58,12 @@ from pathlib import Path
 
 import runner
 from _common import machine, median, parse_args, results_path, table, write_results
-from lab import SDPO_ONLY, pick_lrs  # the SDPO-only trainer keys (dropped for grpo); the skill lab's lr pick
+from code_lab import BLEND_WEIGHT, CONFIG, METHODS, VARIANTS, method_config  # the code lab's variants and methods
+from lab import pick_lrs  # the skill lab's lr pick
 from reports.sdpo_lab import reach  # GRPO's final accuracy and the steps each method takes to it
 from runner import add_runner_args, journal_path
 
-CONFIG = "configs/sdpo_code_lab.yaml"
-METHODS = ("grpo", "sdpo", "sdpo_feedback", "blend")
 TRAIN_PROBE = 200    # training rows scored before and after each run (they hold all 72 training functions)
-BLEND_WEIGHT = 0.5   # the blend's distillation_weight: half GRPO's loss, half SDPO's
-
-# each variant: its warm start's fields over the config's, trainer fields, and the dials it measures
-VARIANTS = {
-    "top": {"lab": {}, "trainer": {}, "dials": [0, 1000], "results": "code_lab"},
-    # the config's recipe stopped at 700 plain steps, its context rows 60% feedback-only. Probed once with
-    # sdpo.teacher_quality on the held-out split (plain / teacher with the tests' feedback): 700 steps 0.100 /
-    # 0.650; 500 steps 0.045 / 0.141 (the teacher cannot read yet); the top variant 0.370 / 0.833. Groups of 4:
-    # at the 0.14 of samples a probe of the warm start found right, about half the groups hold no success
-    "starving": {"lab": {"sft_steps": 700, "context_feedback_share": 0.6},
-                 "trainer": {"max_steps": 60, "eval_every": 10, "num_generations": 4},
-                 "dials": [700], "results": "code_lab_starving"},
-}
-
-
-def method_config(method: str, dial: int, variant: str = "top") -> dict:
-    """The run config of ``method`` from ``variant``'s warm start at one dial setting."""
-    from sdpo_kit.core.config import read_config_file
-
-    v = VARIANTS[variant]
-    data = read_config_file(CONFIG)
-    data["model"]["lab"] = {**data["model"]["lab"], **v["lab"], "context_steps": dial}
-    t = {**data["trainer"], **v["trainer"]}
-    if method == "grpo":
-        data["algorithm"] = "grpo"
-        t = {k: val for k, val in t.items() if k not in SDPO_ONLY}
-    elif method == "sdpo":
-        t["include_environment_feedback"] = False
-    elif method == "sdpo_feedback":
-        t["include_environment_feedback"] = True
-    elif method == "blend":
-        t.update(include_environment_feedback=True, distillation_weight=BLEND_WEIGHT)
-    else:
-        raise SystemExit(f"unknown method {method!r}; choose from {METHODS}")
-    data["trainer"] = t
-    return data
 
 
 def mean_of(history: list[dict], key: str) -> float | None:

@@ -6,7 +6,7 @@ The held-out split is a few hundred prompts but only a fifth of the task's funct
 digit): each function is asked with several shown inputs. A greedy model that knows a function tends
 to answer all its prompts right, and one that does not, none, so the accuracy moves in steps of about
 one function's share, and a warm start's accuracy may rest on a handful of functions. For each
-variant's warm start (``bench_code_lab.VARIANTS``, at its top dial) this scores every held-out prompt
+variant's warm start (``code_lab.VARIANTS``, at its top dial) this scores every held-out prompt
 greedily and counts, per function, the prompts answered right. No training: about 10 s a variant.
 
 Writes ``code_lab_heldout.json``: ``runs`` one per variant (``rows``, ``functions``, ``accuracy``,
@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 
 from _common import machine, parse_args, table, write_results
-from bench_code_lab import VARIANTS, method_config
+from code_lab import VARIANTS, method_config
 
 
 def heldout_by_function(variant: str) -> dict:

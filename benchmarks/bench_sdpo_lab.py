@@ -2,6 +2,7 @@
 
     python benchmarks/bench_sdpo_lab.py [--seeds S ...] [--dial D ...] [--methods M ...] [--steps N] [--out FILE]
                                         [--tune-seeds S ...] [--lr-grid LR ...] [--lr METHOD=LR ...] [--no-runs]
+                                        [--sft-steps N] [--runs-at every|top]
                                         [--discovery] [--budgets K ...] [--discovery-rows N]
 
 The lab: ``long_addition`` (two 4-digit operands; a 4-5 digit answer) with digit feedback that names
@@ -23,6 +24,11 @@ judged on seeds it was tuned on (``--lr METHOD=LR`` pins one instead). Methods: 
 ``sdpo_feedback_only_without_solution``; credit ``sdpo_sequence`` / ``sdpo`` (token) / ``sdpo_topk`` /
 ``sdpo_full_logits``; ``sdpo_paper``; teachers ``sdpo_frozen`` / ``sdpo_live`` (``sdpo``'s is the EMA);
 ``sdpo_loss_third`` (the loss times 1/3 at the same learning rate; every SDPO run logs its update norm).
+
+A warm start other than the config's: ``--sft-steps N`` sets its plain SFT budget (the context steps, the dial,
+are joined to the last of them, so each dial is at most N), and ``--runs-at top`` trains at the highest dial
+only (the teacher table still covers every dial): ``sdpo_lab_room.json`` is 1500 plain steps, dials 1000 to
+1500, runs at 1500 (``experiments.py``), where GRPO has more room than from the lab's own 2000.
 
 Part 3 (``--discovery``), at the lowest and highest dial: on the held-out rows the warm start solves in
 under 10% of 32 samples, the discovery rate within k attempts of best-of-k, multi-turn reprompting and
@@ -77,6 +83,10 @@ def main():
     ap.add_argument("--lr-grid", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4, 3e-4])
     ap.add_argument("--lr", nargs="+", default=[], help="METHOD=LR: pin a method's learning rate (no tuning)")
     ap.add_argument("--no-runs", action="store_true", help="no training runs (the teacher table, and --discovery)")
+    ap.add_argument("--sft-steps", type=int, default=None, help="the warm start's plain SFT budget (default: the "
+                    "config's, 2000); each dial is at most this")
+    ap.add_argument("--runs-at", choices=("every", "top"), default="every", help="train at every dial, or at the "
+                    "highest only")
     ap.add_argument("--discovery", action="store_true", help="part 3: test-time discovery curves at the lowest and "
                     "highest dial given")
     ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64, 128], help="attempts k for part 3")
@@ -87,6 +97,10 @@ def main():
     if overlap:
         raise SystemExit(f"seeds {sorted(overlap)} are both tuning and reporting seeds")
     dials = dial_values(args.dial)
+    lab = None if args.sft_steps is None else {"sft_steps": args.sft_steps}
+    bad = [d for d in dials if lab and not 0 <= d <= lab["sft_steps"]]
+    if bad:   # context steps are joined to the last ``dial`` of the plain steps: fail before any warm start
+        raise SystemExit(f"--dial takes context steps from 0 to --sft-steps ({args.sft_steps}), got {bad}")
     pinned = {}
     for item in args.lr:
         name, _, value = item.partition("=")
@@ -95,17 +109,17 @@ def main():
         pinned[name] = float(value)
 
     journal = journal_path(results_path("sdpo_lab", args.out).stem, args.resume)
-    teacher = teacher_table(dials)
+    teacher = teacher_table(dials, lab)
     runs, tuning, lrs = [], [], {}
     if not args.no_runs:
         top = max(dials)
         lrs.update({m: pinned[m] for m in args.methods if m in pinned})
         to_tune = [m for m in args.methods if m not in pinned]
-        tuning = run_all([(m, top, s, args.steps, lr) for m in to_tune for lr in args.lr_grid for s in args.tune_seeds],
-                         args.jobs, "tune", journal)
+        tuning = run_all([(m, top, s, args.steps, lr, lab) for m in to_tune for lr in args.lr_grid
+                          for s in args.tune_seeds], args.jobs, "tune", journal)
         lrs.update(pick_lrs(tuning, to_tune, args.lr_grid))
-        runs = run_all([(m, d, s, args.steps, lrs[m]) for d in dials for m in args.methods for s in args.seeds],
-                       args.jobs, "run", journal)
+        runs = run_all([(m, d, s, args.steps, lrs[m], lab) for d in ([top] if args.runs_at == "top" else dials)
+                        for m in args.methods for s in args.seeds], args.jobs, "run", journal)
 
     print(f"\nmachine: {machine()}\n")
     print(table(["dial", "plain", "demo", "feedback", "right-token share", "token win demo", "token win feedback"],
@@ -113,7 +127,7 @@ def main():
                   q["token_win_feedback"]] for d, q in teacher.items()]))
     if runs:
         rows = []
-        for d in dials:
+        for d in sorted({r["dial"] for r in runs}, key=dials.index):
             for m in args.methods:
                 mine = [r for r in runs if r["dial"] == d and r["method"] == m]
                 rows.append([d, m, f"{lrs[m]:g}", median([r["final_acc"] for r in mine]),
@@ -123,9 +137,10 @@ def main():
     start_acc = {d: q["plain_acc"] for d, q in teacher.items()}
     summary = {"start_acc": start_acc, "teacher": teacher, "lr": lrs, "tuning": tuning, "discovery": found}
     write_results("sdpo_lab", out=args.out,
-                  config={"seeds": args.seeds, "dials": dials, "methods": args.methods, "steps": args.steps,
-                          "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid, "pinned_lr": pinned,
-                          "base": BASE_CONFIG, "budgets": args.budgets, "jobs": args.jobs},
+                  config={**(lab or {}), "seeds": args.seeds, "dials": dials, "methods": args.methods,
+                          "steps": args.steps, "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid, "pinned_lr": pinned,
+                          "base": BASE_CONFIG, "budgets": args.budgets, "jobs": args.jobs,
+                          **({"runs_at": "top"} if args.runs_at == "top" else {})},
                   runs=runs, summary=summary,
                   extra={"start_acc": start_acc, "teacher": teacher, "lr": lrs})   # the contract's top-level keys
 

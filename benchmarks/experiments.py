@@ -100,7 +100,8 @@ EXPERIMENTS = {
                                      "600 --seeds 0 1 2 --lr sdpo=1e-05 sdpo_frozen=1e-05 sdpo_live=1e-05 grpo=1e-05 "
                                      "--out sdpo_lab_stability.json --jobs 2", SDPO_LAB, "sdpo_lab"),
     "sdpo_lab_headroom": Experiment("bench_sdpo_lab_headroom.py --jobs 2", SDPO_LAB, "sdpo_lab"),
-    "sdpo_lab_room": Experiment("bench_sdpo_lab_room.py --jobs 2", SDPO_LAB, "sdpo_lab"),
+    "sdpo_lab_room": Experiment("bench_sdpo_lab.py --sft-steps 1500 --dial 1000 1250 1500 --runs-at top --out "
+                                "sdpo_lab_room.json --jobs 2", SDPO_LAB, "sdpo_lab"),
     "sdpo_lab_transfer": Experiment("bench_sdpo_lab_transfer.py", SDPO_LAB, "sdpo_lab"),
     "code_lab": Experiment("bench_code_lab.py --jobs 2", ("code_lab",), "code_lab"),
     "code_lab_starving": Experiment("bench_code_lab.py --variant starving --jobs 2", ("code_lab",), "code_lab"),

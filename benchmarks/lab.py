@@ -1,6 +1,6 @@
 """The SDPO skill lab's shared pieces: the dial, the methods, one training run, learning-rate tuning, and the
 warm start with its teacher at one dial setting. ``bench_sdpo_lab.py`` and its satellites (``_headroom``,
-``_room``, ``_signal``, ``_transfer``) and ``bench_code_lab.py`` (``pick_lrs``, ``SDPO_ONLY``) run on them.
+``_signal``, ``_transfer``) and ``bench_code_lab.py`` (``pick_lrs``, ``SDPO_ONLY``) run on them.
 
 The lab: ``long_addition`` (``configs/sdpo_lab.yaml``) with digit feedback, and a warm start whose in-context
 skill is set by the dial, ``LabConfig.context_steps`` (``lab/skill.py``). A method is a change to that config
@@ -175,9 +175,10 @@ def teacher_row(dial: int, lab: dict | None = None) -> dict:
             "warm_start_s": round(time.perf_counter() - t0, 1)}
 
 
-def teacher_table(dials: list[int]) -> dict:
+def teacher_table(dials: list[int], lab: dict | None = None) -> dict:
+    """``teacher_row`` at each dial setting (``lab``: other warm-start fields), keyed by the dial as a string."""
     out = {}
     for d in dials:
-        out[str(d)] = teacher_row(d)
-        print(f"dial {d}: {out[str(d)]}", flush=True)
+        out[str(d)] = teacher_row(d, lab)
+        print(f"dial {d}{'' if not lab else f' ({lab})'}: {out[str(d)]}", flush=True)
     return out

@@ -104,26 +104,6 @@ def load(name: str) -> dict | None:
 # ---------------------------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # block name -> (results file, renderer)
 BLOCKS = {
     "speed": ("speed", speed),
@@ -172,12 +152,6 @@ MAKERS = {stem: e.command for stem, e in EXPERIMENTS.items()}   # results file -
 # ---------------------------------------------------------------------------------------
 # fields: numbers inside prose, each computed from one results file
 # ---------------------------------------------------------------------------------------
-
-
-
-
-
-
 
 
 # field file name -> (results file, function of the results -> {field: text})

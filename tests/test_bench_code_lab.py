@@ -146,72 +146,15 @@ def test_test_time_sdpo_s_rate_is_picked_at_a_third_of_the_attempts(monkeypatch)
     assert out["rows"] == 7 and all(s == 100 and m == ("test_time_sdpo",) for s, m, _, _ in seen)
 
 
-def part(methods, commit, lrs, final=0.1, pinned=None):
-    """A code lab results file of ``methods`` measured at ``commit`` (two seeds at dial 9, one tuning run each)."""
-    cfg = {"variant": "top", "dials": [0, 9], "run_dials": [9], "seeds": [0, 1], "steps": 30, "tune_seeds": [100],
-           "lr_grid": [1e-5, 1e-4], "base": "c.yaml", "blend_weight": 0.5, "methods": methods,
-           "pinned_lr": pinned or {}}
-    runs = [{"method": m, "dial": 9, "seed": s, "final_acc": final} for m in methods for s in (1, 0)]
-    tuning = [{"method": m, "dial": 9, "seed": 100, "lr": 1e-5} for m in methods]
-    return {"config": cfg, "runs": runs, "commit": commit, "command": f"bench {commit}", "date": "d",
-            "summary": {"teacher": {"9": {"plain_acc": 0.3, "demo_acc": 1.0, "feedback_acc": 0.8}},
-                        "lr": lrs, "tuning": tuning, "final_median": {f"9/{m}": final for m in methods}}}
-
-
-def test_merging_two_parts_keeps_every_run_with_the_commit_that_measured_it():
-    import merge_code_lab
+def test_a_file_measured_in_parts_says_who_measured_which_methods():
     from reports import code as report_code
 
-    base, more = part(["grpo", "sdpo_feedback"], "aaa", {"grpo": 3e-5, "sdpo_feedback": 1e-5}), \
-        part(["sdpo", "blend"], "bbb", {"sdpo": 1e-4, "blend": 1e-4})
-    cfg, runs, summary = merge_code_lab.merged(base, more)
-    assert cfg["methods"] == ["grpo", "sdpo", "sdpo_feedback", "blend"]   # METHODS' order, whatever the parts'
-    assert [(r["method"], r["seed"], r["commit"]) for r in runs][:4] == \
-        [("grpo", 0, "aaa"), ("grpo", 1, "aaa"), ("sdpo", 0, "bbb"), ("sdpo", 1, "bbb")]
-    assert list(summary["lr"]) == cfg["methods"] and summary["lr"]["blend"] == 1e-4
-    assert {t["commit"] for t in summary["tuning"]} == {"aaa", "bbb"} and len(summary["final_median"]) == 4
+    cfg = {"methods": ["grpo", "sdpo_feedback", "sdpo"],
+           "parts": [{"methods": ["grpo", "sdpo_feedback"], "commit": "aaa", "command": "bench aaa"},
+                     {"methods": ["sdpo"], "commit": "bbb", "command": "bench bbb"}]}
     line = report_code.parts_lines(cfg)[0]
-    assert "grpo, sdpo_feedback by `bench aaa` at commit `aaa`; sdpo, blend by `bench bbb` at commit `bbb`" in line
-    # merging into a merged file keeps its stamps and its parts
-    first = {**base, "config": {**cfg, "methods": ["grpo", "sdpo_feedback", "sdpo"]}, "runs": runs[:6],
-             "summary": summary, "commit": "ccc"}
-    cfg2, runs2, _ = merge_code_lab.merged(first, part(["blend"], "ddd", {"blend": 1e-4}))
-    assert [p["commit"] for p in cfg2["parts"]] == ["aaa", "bbb", "ddd"]
-    assert {r["commit"] for r in runs2} == {"aaa", "bbb", "ddd"}
-    for k, bad in (("steps", 60), ("seeds", [0, 2]), ("lr_grid", [1e-6])):
-        with pytest.raises(SystemExit, match="not one experiment"):
-            merge_code_lab.merged(base, {**more, "config": {**more["config"], k: bad}})
-    with pytest.raises(SystemExit, match="both files measured"):
-        merge_code_lab.merged(base, base)
-    other = part(["sdpo"], "bbb", {"sdpo": 1e-4})
-    other["summary"]["teacher"]["9"]["plain_acc"] = 0.2
-    with pytest.raises(SystemExit, match="warm starts differ"):
-        merge_code_lab.merged(base, other)
-
-
-def test_a_part_that_reruns_a_method_replaces_its_runs_and_keeps_its_tuning():
-    import merge_code_lab
-
-    first = merge_code_lab.merged(part(["grpo", "sdpo_feedback"], "aaa", {"grpo": 3e-5, "sdpo_feedback": 1e-5}),
-                                  part(["sdpo"], "bbb", {"sdpo": 1e-5}, pinned={"sdpo": 1e-5}))
-    merged_file = {"config": first[0], "runs": first[1], "summary": first[2], "commit": "ccc", "command": "merge",
-                   "date": "d"}
-    rerun = part(["sdpo_feedback"], "ddd", {"sdpo_feedback": 1e-6}, final=0.3, pinned={"sdpo_feedback": 1e-6})
-    cfg, runs, summary = merge_code_lab.merged(merged_file, rerun, replace=True)
-    assert cfg["methods"] == ["grpo", "sdpo", "sdpo_feedback"]
-    fb = [r for r in runs if r["method"] == "sdpo_feedback"]
-    assert [(r["seed"], r["final_acc"], r["commit"]) for r in fb] == [(0, 0.3, "ddd"), (1, 0.3, "ddd")]
-    assert {r["commit"] for r in runs if r["method"] == "grpo"} == {"aaa"} and len(runs) == 6
-    assert summary["lr"]["sdpo_feedback"] == 1e-6 and summary["final_median"]["9/sdpo_feedback"] == 0.3
-    assert cfg["pinned_lr"] == {"sdpo": 1e-5, "sdpo_feedback": 1e-6}
-    # the old rate's tuning runs stay (the evidence), beside the rerun's; the parts say who measured what now
-    assert sorted((t["method"], t["commit"]) for t in summary["tuning"] if t["method"] == "sdpo_feedback") == \
-        [("sdpo_feedback", "aaa"), ("sdpo_feedback", "ddd")]
-    assert [(p["methods"], p["commit"]) for p in cfg["parts"]] == \
-        [(["grpo"], "aaa"), (["sdpo"], "bbb"), (["sdpo_feedback"], "ddd")]
-    # rerunning every method of a part drops that part
-    cfg2, _, _ = merge_code_lab.merged(merged_file, part(["sdpo"], "eee", {"sdpo": 1e-6}), replace=True)
-    assert [p["commit"] for p in cfg2["parts"]] == ["aaa", "eee"]
+    assert "grpo, sdpo_feedback by `bench aaa` at commit `aaa`; sdpo by `bench bbb` at commit `bbb`" in line
+    assert report_code.parts_lines({**cfg, "parts": cfg["parts"][:1]}) == [] == report_code.parts_lines({})
 
 
 def test_the_report_says_which_rates_were_pinned_and_which_tuned():
@@ -241,8 +184,8 @@ def test_the_heldout_fields_say_how_many_functions_the_accuracy_stands_on():
 
 
 def test_a_run_without_grpo_writes_its_results(monkeypatch):
-    """Methods measured in parts (``merge_code_lab.py``): a part without GRPO has no GRPO final to reach, and
-    must still write its runs (it once died in its table, after an hour of training)."""
+    """Some methods only (their rates pinned): without GRPO there is no GRPO final to reach, and the run must
+    still write its results (it once died in its table, after an hour of training)."""
     monkeypatch.chdir(ROOT)
     q = {"plain_acc": 0.3, "demo_acc": 1.0, "feedback_acc": 0.8, "token_win_demo": 1.0, "token_win_feedback": 0.9}
     monkeypatch.setattr(code_lab, "teacher_part", lambda d, v="top": q)

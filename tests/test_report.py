@@ -91,13 +91,13 @@ def test_a_docstring_edit_is_not_a_code_change():
 
 
 def test_a_results_file_measures_the_benchmark_modules_its_script_ran(monkeypatch):
-    """The room benchmark runs lab.py's training code: its results name that file too."""
+    """The skill lab's benchmark runs lab.py's training code: its results name that file too."""
     import _common
-    import lab  # noqa: F401  (imported by bench_sdpo_lab_room.py)
+    import lab  # noqa: F401  (imported by bench_sdpo_lab.py)
 
-    monkeypatch.setattr(sys, "argv", [str(ROOT / "benchmarks" / "bench_sdpo_lab_room.py")])
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "benchmarks" / "bench_sdpo_lab.py")])
     measured = _common.measures("sdpo_lab_room")
-    assert {"benchmarks/bench_sdpo_lab_room.py", "benchmarks/lab.py", "sdpo_kit/sdpo", "configs/sdpo_lab.yaml"} <= set(measured)
+    assert {"benchmarks/bench_sdpo_lab.py", "benchmarks/lab.py", "sdpo_kit/sdpo", "configs/sdpo_lab.yaml"} <= set(measured)
     assert all((ROOT / f).exists() for f in measured), measured
     assert not any(f.startswith("benchmarks/") and "torch" in f for f in measured)
 

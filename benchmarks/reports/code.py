@@ -115,11 +115,13 @@ def rates(cfg: dict) -> str:
 
 
 def parts_lines(cfg: dict) -> list[str]:
-    """Who measured which methods, for a file merged from parts (``merge_code_lab.py``)."""
+    """Who measured which methods, for a file merged from parts (``config["parts"]``: the commit and the command
+    of each). A run of ``bench_code_lab.py`` that takes more than one sitting is one invocation now, continued
+    with ``--resume``."""
     parts = cfg.get("parts") or []
     if len(parts) < 2:
         return []
-    return ["Measured in parts, merged by `merge_code_lab.py`: " + "; ".join(
+    return ["Measured in parts, merged into one file: " + "; ".join(
         f"{', '.join(p['methods'])} by `{p['command']}` at commit `{p['commit']}`" for p in parts) + ".", ""]
 
 

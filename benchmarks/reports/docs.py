@@ -9,7 +9,7 @@ compare them) their sentences quote, each computed from one results file, so a s
                       ``bench_notebooks.py``'s smoke, cold-cache, full-size and real-model smoke runs
     nb04_read, nb07_read, nb08_read   comparisons over a notebook's full-size RESULTS
     ppo_read, vapor_read              comparisons over ``bench_ppo.py`` and ``bench_vapor.py``
-    sdpo_lab_room_read                the speed comparison of ``bench_sdpo_lab_room.py``, in words
+    sdpo_lab_room_read                the speed comparison of ``sdpo_lab_room.json``, in words
     sdpo_lab_signal_read, sdpo_lab_signal_1000_read   GRPO's learning signal (``bench_sdpo_lab_signal.py``)
     lab_read                          the tiny lab's default warm start (``bench_lab.py``)
 
@@ -150,7 +150,7 @@ def vapor_read(res: dict) -> dict:
 
 
 def sdpo_lab_room_read(res: dict) -> dict:
-    """``bench_sdpo_lab_room.py``: each SDPO method's steps to GRPO's final accuracy, against GRPO's budget and
+    """``sdpo_lab_room.json``: each SDPO method's steps to GRPO's final accuracy, against GRPO's budget and
     its own steps (``reach_<method>``), without the yes / no on "within half of GRPO's steps"."""
     reached = {k: v for k, v in sdpo_lab_room_fields(res).items() if k.startswith("reach_")}
     return {k: re.sub(r"\s*Within half of GRPO's steps: .*$", "", v) for k, v in reached.items()}

@@ -11,7 +11,7 @@ GRPO per dial, and how soon each method reaches GRPO's final accuracy at the top
     sdpo_lab_stability(results) -> str  ``sdpo-lab-stability``: each teacher over a run three times the
                                        budget, median held-out accuracy by step
 
-GRPO's room (``bench_sdpo_lab_headroom.py``, ``bench_sdpo_lab_room.py``) and the transfer file are reported by
+GRPO's room (``bench_sdpo_lab_headroom.py``, ``bench_sdpo_lab.py --sft-steps``) and the transfer file are reported by
 ``reports.sdpo_room``.
 """
 

@@ -3,7 +3,7 @@ teacher's success into plain sampling?
 
     sdpo_lab_headroom(results) -> str   ``sdpo-lab-headroom`` (bench_sdpo_lab_headroom.py): GRPO from warm
                                         starts with more room, every warm start and learning rate
-    sdpo_lab_room(results) -> str       ``sdpo-lab-room`` (bench_sdpo_lab_room.py): a smaller plain budget with
+    sdpo_lab_room(results) -> str       ``sdpo-lab-room`` (bench_sdpo_lab.py --sft-steps): a smaller plain budget with
                                         the context steps set apart, its teachers, then bench_sdpo_lab's protocol
     sdpo_lab_transfer(results) -> str   ``sdpo-lab-transfer`` (bench_sdpo_lab_transfer.py): how fast test-time
                                         SDPO moves the teacher's success into plain sampling (why it trails
@@ -83,7 +83,7 @@ def sdpo_lab_headroom_fields(res: dict) -> dict:
     return out
 
 
-# --- a smaller plain budget, the context steps set apart (bench_sdpo_lab_room.py) ---
+# --- a smaller plain budget, the context steps set apart (bench_sdpo_lab.py --sft-steps, --runs-at top) ---
 
 def sdpo_lab_room(res: dict) -> str:
     """The block ``<!-- report:sdpo-lab-room -->``: a line saying which warm starts these are, each method's
