@@ -1,6 +1,6 @@
 """Teacher-student PPO on the tiny lab: PPO alone, distillation alone, and both; and a learned reward.
 
-    python benchmarks/bench_ppo.py [--seeds 0 1 2] [--steps 60] [--rm-steps 40]
+    python benchmarks/bench_ppo.py [--seeds 0 1 2] [--steps 60] [--rm-steps 40] [--jobs J] [--resume] [--out FILE]
 
 Part 1 (configs/teacher_student_ppo.yaml, the same student, teacher, budget and seeds):
     ppo           kd_coef 0: PPO on the exact-match reward alone
@@ -16,7 +16,8 @@ student's own samples.
 
 Part 3, the learned reward: PPO alone on the reward model instead of the checker (seed 0): its
 raw score and the true held-out accuracy over steps, to see whether they part ways (reward-model
-over-optimisation). Writes ``benchmarks/results/ppo.json``.
+over-optimisation). Writes ``benchmarks/results/ppo.json``. The runs of part 1 go through ``runner.run_all``
+(``--jobs``, ``--resume``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import tempfile
 import time
 
 import yaml
-from _common import ROOT, machine, median, parse_args, table, write_results
+from _common import ROOT, machine, median, parse_args, results_path, table, write_results
+from runner import add_runner_args, journal_path, run_all
 
 VARIANTS = {"ppo": {"trainer.kd_coef": 0.0}, "kd": {"trainer.ppo_coef": 0.0}, "teacher_ppo": {}}
 
@@ -88,28 +90,36 @@ def accuracies_and_agreement(data: dict) -> dict:
             "reward_model": agree}
 
 
+def run(spec: tuple) -> dict:
+    """One run of part 1, ``(method, seed, steps, student_acc, gap)``: held-out accuracy at every evaluation, and
+    the share of the student-to-teacher ``gap`` it closes (the two measured once, by ``main``)."""
+    name, seed, steps, student_acc, gap = spec
+    data = yaml.safe_load((ROOT / "configs" / "teacher_student_ppo.yaml").read_text())
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        s = train(data, {**VARIANTS[name], "trainer.seed": seed, "trainer.max_steps": steps, "output_dir": out})
+        wall = time.perf_counter() - t0
+    evals = [(r["step"], r["eval/accuracy"]) for r in s["history"] if r.get("eval/accuracy") is not None]
+    return {"method": name, "seed": seed, "evals": evals, "acc_before": s["before"], "acc_after": s["after"],
+            "wall_s": wall, "s_per_step": s["s_per_step"], "gap_closed": (s["after"] - student_acc) / gap if gap > 0 else None}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--rm-steps", type=int, default=40)
+    add_runner_args(ap, "ppo")
     args = parse_args(ap)
     data = yaml.safe_load((ROOT / "configs" / "teacher_student_ppo.yaml").read_text())
 
     builds = build_times()
     ref = accuracies_and_agreement(data)
     gap = ref["teacher_acc"] - ref["student_acc"]
-    runs = []
-    for seed in args.seeds:
-        for name, over in VARIANTS.items():
-            with tempfile.TemporaryDirectory() as out:
-                t0 = time.perf_counter()
-                s = train(data, {**over, "trainer.seed": seed, "trainer.max_steps": args.steps, "output_dir": out})
-                wall = time.perf_counter() - t0
-            evals = [(r["step"], r["eval/accuracy"]) for r in s["history"] if r.get("eval/accuracy") is not None]
-            runs.append({"method": name, "seed": seed, "evals": evals, "acc_before": s["before"], "acc_after": s["after"],
-                         "wall_s": wall, "s_per_step": s["s_per_step"],
-                         "gap_closed": (s["after"] - ref["student_acc"]) / gap if gap > 0 else None})
+    specs = [(name, seed, args.steps, ref["student_acc"], gap) for seed in args.seeds for name in VARIANTS]
+    runs = run_all(run, specs, jobs=args.jobs, journal=journal_path(results_path("ppo", args.out).stem, args.resume),
+                   show=lambda r: print(f"{r['method']} seed {r['seed']}: {r['acc_before']:.3f} -> {r['acc_after']:.3f} "
+                                        f"({r['wall_s']:.1f} s)", flush=True))
 
     with tempfile.TemporaryDirectory() as out:   # part 3: the learned reward, PPO alone
         s = train(data, {"reward": [{"type": "reward_model"}], "trainer.kd_coef": 0.0, "trainer.max_steps": args.rm_steps,
@@ -128,7 +138,7 @@ def main():
                      median([r["s_per_step"] for r in mine])])
     print(table(["method", "acc after (median)", "per seed", "gap closed", "wall s", "s/step"], rows))
     print("reward model, PPO alone:", [(c["step"], c["score_raw"], c["acc"]) for c in rm_curve if c["acc"] is not None])
-    write_results("ppo", config={"config": "configs/teacher_student_ppo.yaml", "steps": args.steps, "seeds": args.seeds,
+    write_results("ppo", out=args.out, config={"config": "configs/teacher_student_ppo.yaml", "steps": args.steps, "seeds": args.seeds,
                                  "rm_steps": args.rm_steps},
                   runs=runs, summary={**ref, **builds, "gap": gap, "rm_curve": rm_curve})
 

@@ -1,6 +1,7 @@
 """SDPO on the tiny lab: against GRPO, per step against TRL's own SDPOTrainer, and at test time.
 
-    python benchmarks/bench_sdpo.py [--seeds 0 1 2] [--steps 300] [--speed-steps 20] [--tt-rows 200]
+    python benchmarks/bench_sdpo.py [--seeds 0 1 2] [--steps 300] [--speed-steps 20] [--tt-rows 200] [--jobs J]
+                                    [--resume] [--out FILE]
 
 Part 1, learning (scratch backend, the same warm start, budget, seeds and knobs):
     grpo            configs/sdpo.yaml's trainer knobs with algorithm grpo (exact-match reward)
@@ -27,7 +28,8 @@ already finds almost every tiny-lab answer in round 1, which would measure nothi
 Part 5, test-time SDPO (``at_test_time``): on the hard held-out rows (``hard_rows``: under 10%
 of 32 samples right), the discovery rate within k attempts, k = 1 .. 64, of best-of-k, multi-turn
 reprompting and test-time SDPO (batches of 8, one SDPO step after each failed batch), all at 64
-attempts. Writes ``benchmarks/results/sdpo.json``.
+attempts. Writes ``benchmarks/results/sdpo.json``. The runs of part 1 go through ``runner.run_all`` (``--jobs``,
+``--resume``).
 """
 
 from __future__ import annotations
@@ -38,14 +40,11 @@ import tempfile
 import time
 
 import yaml
-from _common import ROOT, machine, median, parse_args, table, write_results
+from _common import ROOT, machine, median, parse_args, results_path, table, write_results
+from lab import SDPO_ONLY  # the trainer keys only SDPO has (SDPOFields), dropped for grpo
+from runner import add_runner_args, journal_path, run_all
 
-SDPO_ONLY = ("distillation_mode", "distillation_topk", "distillation_alpha", "distillation_add_tail",
-             "distillation_is_clip", "distillation_weight", "distillation_micro_batch_size", "teacher_model_kind",
-             "teacher_update_rate", "teacher_sync_steps", "use_successful_as_teacher", "success_reward_threshold",
-             "dont_reprompt_on_self_success", "max_reprompt_len", "reprompt_template", "solution_template",
-             "feedback_template", "include_environment_feedback", "environment_feedback_only_without_solution",
-             "remove_thinking_from_demonstration")
+OURS = ("distillation_micro_batch_size", "distillation_loss_scale")   # SDPOFields' own knobs, not TRL's
 
 
 def load(name: str) -> dict:
@@ -86,7 +85,7 @@ def time_trl_sdpo(data: dict, steps: int) -> list[float]:
         def on_step_end(self, args, state, control, **kwargs):
             stamps.append(time.perf_counter())
 
-    keys = {f: getattr(t, f) for f in SDPO_ONLY if f != "distillation_micro_batch_size"}
+    keys = {f: getattr(t, f) for f in SDPO_ONLY if f not in OURS}
     with tempfile.TemporaryDirectory() as out:
         args = SDPOConfig(output_dir=out, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
                           logging_strategy="no", max_steps=steps, per_device_train_batch_size=t.prompts_per_step * t.num_generations,
@@ -106,29 +105,49 @@ def time_trl_sdpo(data: dict, steps: int) -> list[float]:
     return [b - a for a, b in zip(stamps, stamps[1:])]
 
 
+def methods() -> dict:
+    """Each method's run config: GRPO, SDPO, SDPO with feedback, and two ablations of ``configs/sdpo.yaml``
+    (notebook 05 explains them): a third of the step size, a frozen teacher."""
+    sdpo = load("sdpo")
+    return {"grpo": as_grpo(sdpo), "sdpo": sdpo, "sdpo_feedback": load("sdpo_feedback"),
+            "sdpo_lr_1e-4": {**sdpo, "trainer": {**sdpo["trainer"], "learning_rate": 1.0e-4}},
+            "sdpo_base_teacher": {**sdpo, "trainer": {**sdpo["trainer"], "teacher_model_kind": "base"}}}
+
+
+def run(spec: tuple) -> dict:
+    """One training run ``(method, seed, steps)``: held-out accuracy at every evaluation."""
+    name, seed, steps = spec
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        s = train(methods()[name], {"trainer.seed": seed, "trainer.max_steps": steps, "output_dir": out})
+        wall = time.perf_counter() - t0
+    evals = [(r["step"], r["eval/accuracy"]) for r in s["history"] if r.get("eval/accuracy") is not None]
+    return {"method": name, "seed": seed, "evals": evals, "acc_before": s["before"], "acc_after": s["after"],
+            "wall_s": wall}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--speed-steps", type=int, default=20)
     ap.add_argument("--tt-rows", type=int, default=200)
+    add_runner_args(ap, "sdpo")
     args = parse_args(ap)
     sdpo, feedback = load("sdpo"), load("sdpo_feedback")
-    methods = {"grpo": as_grpo(sdpo), "sdpo": sdpo, "sdpo_feedback": feedback,
-               # ablations of configs/sdpo.yaml (notebook 05 explains them): a third of the step size, a frozen teacher
-               "sdpo_lr_1e-4": {**sdpo, "trainer": {**sdpo["trainer"], "learning_rate": 1.0e-4}},
-               "sdpo_base_teacher": {**sdpo, "trainer": {**sdpo["trainer"], "teacher_model_kind": "base"}}}
+    names = list(methods())
+    if args.jobs > 1:   # every warm start built (and cached) here, before two processes could race to build one
+        from sdpo_kit.lab.model import lab_config_for
+        from sdpo_kit.models import load_policy
+        from sdpo_kit.registry import config_from_dict, make_task
 
-    runs = []
-    for seed in args.seeds:
-        for name, data in methods.items():
-            with tempfile.TemporaryDirectory() as out:
-                t0 = time.perf_counter()
-                s = train(data, {"trainer.seed": seed, "trainer.max_steps": args.steps, "output_dir": out})
-                wall = time.perf_counter() - t0
-            evals = [(r["step"], r["eval/accuracy"]) for r in s["history"] if r.get("eval/accuracy") is not None]
-            runs.append({"method": name, "seed": seed, "evals": evals, "acc_before": s["before"], "acc_after": s["after"],
-                         "wall_s": wall})
+        for data in methods().values():
+            cfg = config_from_dict(data)
+            load_policy("tiny-lab", lab_config=lab_config_for(cfg, make_task(**cfg.task)))
+    runs = run_all(run, [(name, seed, args.steps) for seed in args.seeds for name in names], jobs=args.jobs,
+                   journal=journal_path(results_path("sdpo", args.out).stem, args.resume),
+                   show=lambda r: print(f"{r['method']} seed {r['seed']}: {r['acc_before']:.3f} -> {r['acc_after']:.3f} "
+                                        f"({r['wall_s']:.1f} s)", flush=True))
     for r in runs:  # the first evaluation at which the run reaches GRPO's final accuracy (same seed)
         target = next(g["acc_after"] for g in runs if g["method"] == "grpo" and g["seed"] == r["seed"])
         r["steps_to_grpo_final"] = next((step for step, acc in r["evals"] if step > 0 and acc >= target), None)
@@ -167,7 +186,7 @@ def main():
 
     print(f"\nmachine: {machine()}\n")
     rows = []
-    for name in methods:
+    for name in names:
         mine = [r for r in runs if r["method"] == name]
         rows.append([name, median([r["acc_after"] for r in mine]), ", ".join(f"{r['acc_after']:.3f}" for r in mine),
                      ", ".join(str(r["steps_to_grpo_final"]) for r in mine), median([r["wall_s"] for r in mine])])
@@ -177,7 +196,7 @@ def main():
     print(f"discovery on {len(hard)} hard rows, k = {discovery['budgets']}:",
           {k: [round(x, 3) for x in v["discovery"]] for k, v in discovery["methods"].items()})
     print("teacher:", teacher)
-    write_results("sdpo", config={"configs": ["configs/sdpo.yaml", "configs/sdpo_feedback.yaml"], "steps": args.steps,
+    write_results("sdpo", out=args.out, config={"configs": ["configs/sdpo.yaml", "configs/sdpo_feedback.yaml"], "steps": args.steps,
                                   "seeds": args.seeds, "speed_steps": args.speed_steps, "tt_rows": args.tt_rows},
                   runs=runs,
                   summary={"speed": speed, "test_time": test_time, "discovery": discovery, "teacher": teacher})

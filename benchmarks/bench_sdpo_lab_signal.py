@@ -1,7 +1,7 @@
 """Why GRPO stalls in the skill lab: the learning signal in a group of G samples, measured.
 
     python benchmarks/bench_sdpo_lab_signal.py [--dial D ...] [--seeds S ...] [--steps N] [--lr LR]
-                                               [--samples K] [--train-rows N] [--out FILE]
+                                               [--samples K] [--train-rows N] [--jobs J] [--resume] [--out FILE]
 
 GRPO learns only from mixed groups: a group whose G samples are all right or all wrong has zero
 advantages and gives no gradient. So, per dial setting, on the warm start and after a GRPO run of
@@ -14,7 +14,8 @@ samples at the training temperature:
 - greedy accuracy by the number of carries in the sum (where the wrong answers are).
 
 Writes ``benchmarks/results/sdpo_lab_signal.json`` (``runs``: one row per dial, seed and stage) and
-prints a table. It trains nothing but GRPO and reads no other results file except, for the default
+prints a table; the GRPO runs (one per dial and seed, measured where they trained) go through ``runner.run_all``
+(``--jobs``, ``--resume``). It trains nothing but GRPO and reads no other results file except, for the default
 learning rate, ``benchmarks/results/sdpo_lab.json``.
 """
 
@@ -24,8 +25,9 @@ import argparse
 import json
 import re
 
-from _common import RESULTS, machine, median, out_help, parse_args, table, write_results
+from _common import RESULTS, machine, median, parse_args, results_path, table, write_results
 from lab import dial_values, method_config, train_run, warm_start_for
+from runner import add_runner_args, journal_path, run_all
 
 
 def carries(operands: list[int]) -> int:
@@ -76,25 +78,35 @@ def tuned_lr() -> float:
     return float(lr)
 
 
-def measure(dial: int, seeds: list[int], steps: int, lr: float, samples: int, train_rows: int) -> list[dict]:
-    model, tok, task, cfg = warm_start_for(dial)
+def sets_and_kw(task, cfg, samples: int, train_rows: int) -> tuple[dict, dict]:
+    """The rows measured (the held-out split, and as many training rows) and ``signal``'s keywords."""
     train_split, heldout = task.splits()
-    sets = {"heldout": heldout, "train": train_split[:train_rows]}
     tr = cfg.trainer
-    kw = {"samples": samples, "group": tr.num_generations, "temperature": tr.temperature}
-    out = [{"dial": dial, "seed": None, "stage": "warm start", "split": name, **signal(model, tok, task, rows, **kw)}
-           for name, rows in sets.items()]
-    for seed in seeds:
-        s, wall = train_run("grpo", dial, seed, steps, lr, config_path="benchmarks/bench_sdpo_lab_signal.py")
-        wall = round(wall, 1)
-        rewards = [r["reward/mean"] for r in s["history"] if "reward/mean" in r]
-        k = max(1, len(rewards) // 4)
-        for name, rows in sets.items():
-            out.append({"dial": dial, "seed": seed, "stage": f"after GRPO {steps}", "split": name, "wall_s": wall,
-                        "reward_first_quarter": sum(rewards[:k]) / k, "reward_last_quarter": sum(rewards[-k:]) / k,
-                        **signal(s["model"], s["tokenizer"], task, rows, **kw)})
-        print(f"dial {dial} seed {seed}: {out[-2]}", flush=True)
-    return out
+    return ({"heldout": heldout, "train": train_split[:train_rows]},
+            {"samples": samples, "group": tr.num_generations, "temperature": tr.temperature})
+
+
+def warm_rows(dial: int, samples: int, train_rows: int) -> list[dict]:
+    """The measures of the warm start at ``dial`` on both sets."""
+    model, tok, task, cfg = warm_start_for(dial)
+    sets, kw = sets_and_kw(task, cfg, samples, train_rows)
+    return [{"dial": dial, "seed": None, "stage": "warm start", "split": name, **signal(model, tok, task, rows, **kw)}
+            for name, rows in sets.items()]
+
+
+def after_grpo(spec: tuple) -> dict:
+    """One GRPO run ``(dial, seed, steps, lr, samples, train_rows)`` from the dial's warm start, measured on both
+    sets after it: ``{"rows": [heldout, train]}``."""
+    dial, seed, steps, lr, samples, train_rows = spec
+    _, _, task, cfg = warm_start_for(dial)
+    sets, kw = sets_and_kw(task, cfg, samples, train_rows)
+    s, wall = train_run("grpo", dial, seed, steps, lr, config_path="benchmarks/bench_sdpo_lab_signal.py")
+    wall = round(wall, 1)
+    rewards = [r["reward/mean"] for r in s["history"] if "reward/mean" in r]
+    k = max(1, len(rewards) // 4)
+    return {"rows": [{"dial": dial, "seed": seed, "stage": f"after GRPO {steps}", "split": name, "wall_s": wall,
+                      "reward_first_quarter": sum(rewards[:k]) / k, "reward_last_quarter": sum(rewards[-k:]) / k,
+                      **signal(s["model"], s["tokenizer"], task, rows, **kw)} for name, rows in sets.items()]}
 
 
 def main():
@@ -105,13 +117,19 @@ def main():
     ap.add_argument("--lr", type=float, default=None, help="GRPO learning rate (default: bench_sdpo_lab's tuned one)")
     ap.add_argument("--samples", type=int, default=32, help="samples per row for its success rate p")
     ap.add_argument("--train-rows", type=int, default=200, help="training rows measured beside the held-out split")
-    ap.add_argument("--out", default=None, help=out_help("sdpo_lab_signal"))
+    add_runner_args(ap, "sdpo_lab_signal")
     args = parse_args(ap)
     if args.samples < 1 or args.train_rows < 1:
         raise SystemExit("--samples and --train-rows must be >= 1")
     steps = args.steps or method_config("grpo")["trainer"]["max_steps"]
     lr = args.lr if args.lr is not None else tuned_lr()
-    runs = [r for d in dial_values(args.dial) for r in measure(d, args.seeds, steps, lr, args.samples, args.train_rows)]
+    dials, runs = dial_values(args.dial), []
+    journal = journal_path(results_path("sdpo_lab_signal", args.out).stem, args.resume)
+    for d in dials:   # a dial's warm start measured (and built, cached) before its runs
+        runs += warm_rows(d, args.samples, args.train_rows)
+        specs = [(d, seed, steps, lr, args.samples, args.train_rows) for seed in args.seeds]
+        runs += [row for r in run_all(after_grpo, specs, jobs=args.jobs, journal=journal, show=lambda r: print(
+            f"dial {r['rows'][0]['dial']} seed {r['rows'][0]['seed']}: {r['rows'][0]}", flush=True)) for row in r["rows"]]
 
     print(f"\nmachine: {machine()}\n")
     rows = []
@@ -124,7 +142,7 @@ def main():
                                 ("greedy_acc", "sampled_acc", "never", "mixed_rows", "always", "mixed_groups")])
     print(table(["dial", "stage", "split", "greedy", "sampled", "p=0", "0<p<1", "p=1", "mixed groups"], rows))
     write_results("sdpo_lab_signal", out=args.out,
-                  config={"dials": dial_values(args.dial), "seeds": args.seeds, "steps": steps, "lr": lr,
+                  config={"dials": dials, "seeds": args.seeds, "steps": steps, "lr": lr,
                           "samples": args.samples, "train_rows": args.train_rows},
                   runs=runs, summary={"table": rows})
 

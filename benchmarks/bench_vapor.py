@@ -1,6 +1,6 @@
 """VAPOR on the tiny lab: does the preference term help? And what does it cost per step?
 
-    python benchmarks/bench_vapor.py [--seeds 0 1 2] [--steps 300] [--speed-steps 30]
+    python benchmarks/bench_vapor.py [--seeds 0 1 2] [--steps 300] [--speed-steps 30] [--jobs J] [--resume] [--out FILE]
 
 Part 1, learning: ``configs/vapor.yaml`` (scratch backend) for each seed and three variants on
 the same budget:
@@ -16,7 +16,8 @@ and the fraction of pairs preferred the right way), before / after.
 
 Part 2, speed: seconds per step of TRL's ``VAPORTrainer`` vs plain ``GRPOTrainer`` on the same
 config (TRL backend, evaluation off, first 5 steps dropped): the preference forwards are the
-added cost. Writes ``benchmarks/results/vapor.json``.
+added cost. Writes ``benchmarks/results/vapor.json``. The runs of part 1 go through ``runner.run_all``
+(``--jobs``, ``--resume``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import tempfile
 import time
 
 import yaml
-from _common import ROOT, machine, median, parse_args, table, write_results
+from _common import ROOT, machine, median, parse_args, results_path, table, write_results
+from runner import add_runner_args, journal_path, run_all
 
 VARIANTS = {
     "grpo_span": {"trainer.vapor_variant": "additive", "trainer.preference_weight": 0.0},
@@ -53,30 +55,38 @@ def heldout_margin(model, tokenizer, cfg) -> dict:
     return preference_margin(model, tokenizer, heldout, tuple(cfg["trainer"]["preference_term_split"]))
 
 
+def run(spec: tuple) -> dict:
+    """One run of part 1, ``(variant, seed, steps, margin_before, pref_acc_before)``: held-out accuracy and
+    preference margin before and after (the start's margin measured once, by ``main``)."""
+    variant, seed, steps, margin_before, pref_acc_before = spec
+    data = yaml.safe_load((ROOT / CONFIG).read_text())
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        s = train(data, {**VARIANTS[variant], "trainer.seed": seed, "trainer.max_steps": steps, "output_dir": out})
+        wall = time.perf_counter() - t0
+    after = heldout_margin(s["model"], s["tokenizer"], data)
+    return {"variant": variant, "seed": seed, "acc_before": s["before"], "acc_after": s["after"],
+            "margin_before": margin_before, "margin_after": after["margin"],
+            "pref_acc_before": pref_acc_before, "pref_acc_after": after["accuracy"], "wall_s": wall}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--speed-steps", type=int, default=30)
+    add_runner_args(ap, "vapor")
     args = parse_args(ap)
     data = yaml.safe_load((ROOT / CONFIG).read_text())
 
     from sdpo_kit.models import load_policy
 
     start, tok = load_policy("tiny-lab", lab_config={"task": data["task"]["name"], **data["model"].get("lab", {})})
-    before = heldout_margin(start, tok, data)
-    runs = []
-    for seed in args.seeds:
-        for variant, extra in VARIANTS.items():
-            with tempfile.TemporaryDirectory() as out:
-                t0 = time.perf_counter()
-                s = train(data, {**extra, "trainer.seed": seed, "trainer.max_steps": args.steps, "output_dir": out})
-                wall = time.perf_counter() - t0
-            after = heldout_margin(s["model"], s["tokenizer"], data)
-            runs.append({"variant": variant, "seed": seed, "acc_before": s["before"], "acc_after": s["after"],
-                         "margin_before": before["margin"], "margin_after": after["margin"],
-                         "pref_acc_before": before["accuracy"], "pref_acc_after": after["accuracy"],
-                         "wall_s": wall})
+    before = heldout_margin(start, tok, data)   # the warm start, cached before any run
+    specs = [(v, seed, args.steps, before["margin"], before["accuracy"]) for seed in args.seeds for v in VARIANTS]
+    runs = run_all(run, specs, jobs=args.jobs, journal=journal_path(results_path("vapor", args.out).stem, args.resume),
+                   show=lambda r: print(f"{r['variant']} seed {r['seed']}: {r['acc_before']:.3f} -> "
+                                        f"{r['acc_after']:.3f} ({r['wall_s']:.1f} s)", flush=True))
 
     speed = {}
     for name, algorithm in (("VAPORTrainer", "vapor"), ("GRPOTrainer", "grpo")):
@@ -101,7 +111,7 @@ def main():
     print(table(["variant", "acc after (median)", "per seed", "margin after", "preferred right", "wall s"], rows))
     print(f"\ns/step TRL: VAPORTrainer {speed['VAPORTrainer']['median_s']:.3f}, GRPOTrainer "
           f"{speed['GRPOTrainer']['median_s']:.3f}: {ratio:.2f}x")
-    write_results("vapor", config={"config": CONFIG, "steps": args.steps, "seeds": args.seeds,
+    write_results("vapor", out=args.out, config={"config": CONFIG, "steps": args.steps, "seeds": args.seeds,
                                    "variants": VARIANTS, "speed_steps": args.speed_steps},
                   runs=runs, summary={"before": before, "speed": speed, "vapor_over_grpo_s_per_step": ratio})
 

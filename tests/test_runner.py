@@ -91,3 +91,27 @@ def test_run_py_lists_every_declared_results_file_and_refuses_an_unknown_one(cap
     monkeypatch.setattr(run.subprocess, "call", lambda argv: called.append(argv[1:]) or 0)
     assert run.main(["vapor", "sdpo"]) == 0     # a script experiment runs its declared command
     assert [a[0].endswith("bench_vapor.py") for a in called] == [True, False] and called[1][0].endswith("bench_sdpo.py")
+
+
+def test_the_vapor_benchmark_runs_its_variants_through_the_runner(monkeypatch, tmp_path):
+    """bench_vapor.py's part 1 is specs for ``runner.run_all`` (seed-major, each variant, the start's margin in
+    each), ``--jobs`` and ``--resume`` reach it, ``--out`` reaches the results file; training stood in for."""
+    import bench_vapor
+
+    seen, written = {}, {}
+    margin = {"margin": -0.5, "accuracy": 0.25, "pairs": 4}
+    monkeypatch.setattr("sdpo_kit.models.load_policy", lambda *a, **k: (None, None))
+    monkeypatch.setattr(bench_vapor, "heldout_margin", lambda *a: margin)
+    monkeypatch.setattr(bench_vapor, "journal_path", lambda name, resume: seen.setdefault("journal", (name, resume)))
+    monkeypatch.setattr(bench_vapor, "run_all", lambda run, specs, jobs, journal, show: seen.update(specs=specs, jobs=jobs)
+                        or [{"variant": v, "seed": s, "acc_after": 0.5, "margin_after": 0.1, "pref_acc_after": 0.5,
+                             "acc_before": 0.2, "wall_s": 1.0} for v, s, *_ in specs])
+    monkeypatch.setattr(bench_vapor, "train", lambda data, over: {"history": [{"step": k, "time/step_s": 0.1}
+                                                                               for k in range(1, 9)]})
+    monkeypatch.setattr(bench_vapor, "write_results", lambda name, **kw: written.update(kw))
+    monkeypatch.setattr(sys.modules["_common"], "require_clean_tree", lambda: None)
+    monkeypatch.setattr(sys, "argv", ["bench_vapor.py", "--seeds", "0", "1", "--steps", "2", "--jobs", "2", "--resume",
+                                      "--out", str(tmp_path / "v.json")])
+    bench_vapor.main()
+    assert seen["specs"] == [(v, s, 2, -0.5, 0.25) for s in (0, 1) for v in bench_vapor.VARIANTS]
+    assert seen["jobs"] == 2 and seen["journal"] == ("v", True) and written["out"] == str(tmp_path / "v.json")
