@@ -32,7 +32,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fingerprint import LAST_CHECK, first_move, python_code  # noqa: F401  (python_code: read from here by the tests)
+from fingerprint import LAST_CHECK, file_move, python_code  # noqa: F401  (python_code: read from here by the tests)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -101,7 +101,8 @@ def newer_than(commit: str, than: str) -> bool:
 
 def moved(result: dict, check: dict | None = None) -> str | None:
     """Why ``result``'s numbers no longer describe the code: a replay of its fingerprint in ``check`` (the
-    last check's, by default) differs from the one it carries (where, first), or it carries none. None
+    last check's, by default) differs from the one it carries, or from its commit replayed on the check's
+    machine where the check re-based it (``fingerprint.file_move``: where, first), or it carries none. None
     when every replay the check ran matches; a replay the check did not run, or a fingerprint taken after
     the check (a result re-measured since), says nothing."""
     fp = result.get("fingerprint")
@@ -110,7 +111,7 @@ def moved(result: dict, check: dict | None = None) -> str | None:
     check = last_check() if check is None else check
     if newer_than(fp.get("commit", ""), check.get("commit", "")):
         return None
-    move = first_move(fp["replays"], check.get("replays", {}))
+    move = file_move(fp, check)
     if move is None:
         return None
     name, kind, detail = move

@@ -107,3 +107,39 @@ def test_check_names_each_results_file_whose_replay_moved(tmp_path, monkeypatch,
     assert fingerprint.check() == 0
     (tmp_path / "lab.json").write_text(json.dumps({"benchmark": "lab"}))
     assert fingerprint.check() == 1 and "lab.json: no fingerprint" in capsys.readouterr().out
+
+
+def test_a_replay_that_differs_is_rebased_on_its_own_commit_replayed_here(tmp_path, monkeypatch, capsys):
+    """Another CPU rounds differently: a replay that differs from its fingerprint is compared with the
+    fingerprint's own commit replayed on this machine. Same there as now: not moved (the machine, not the code),
+    and the pages say nothing; different there too: moved. The references are recorded (``rebased``)."""
+    import contextlib
+
+    import staleness
+
+    here = {"steps": [{"step": 1, "loss": 0.25}], "before": 0.1, "after": 0.2, "weights": [3.0, 4.0]}
+    elsewhere = {**here, "steps": [{"step": 1, "loss": 0.26}]}           # the fingerprint's machine rounded otherwise
+    for stem, commit in (("demo", "c0de"), ("speed", "0ld")):
+        (tmp_path / f"{stem}.json").write_text(json.dumps({"benchmark": stem, "fingerprint": {
+            "commit": commit, "replays": {"demo": elsewhere}}}))
+    monkeypatch.setattr(fingerprint, "RESULTS", tmp_path)
+    monkeypatch.setattr(fingerprint, "LAST_CHECK", tmp_path / "check" / "last_check.json")
+    trees = []
+
+    @contextlib.contextmanager
+    def worktree(commit):
+        trees.append(commit)
+        yield tmp_path / commit
+
+    monkeypatch.setattr(fingerprint, "worktree", worktree)
+    # replayed here: at HEAD as now; at c0de the same (unchanged code); at 0ld otherwise (the code changed since)
+    monkeypatch.setattr(fingerprint, "run_child", lambda names, root=None, **k: {"demo": {
+        None: here, tmp_path / "c0de": here, tmp_path / "0ld": {**here, "after": 0.5}}[root]})
+    assert fingerprint.check() == 1 and sorted(trees) == ["0ld", "c0de"]
+    out = capsys.readouterr().out
+    assert "speed.json: demo.after: 0.2, was 0.5" in out and "demo.json:" not in out
+    recorded = json.loads((tmp_path / "check" / "last_check.json").read_text())
+    assert set(recorded["rebased"]) == {"c0de", "0ld"} and list(recorded["moved"]) == ["speed"]
+    demo, speed = (json.loads((tmp_path / f"{s}.json").read_text()) for s in ("demo", "speed"))
+    assert staleness.moved(demo, recorded) is None and "demo.after" in staleness.moved(speed, recorded)
+    assert "demo.steps[0].loss" in staleness.moved(demo, {**recorded, "rebased": {}})   # without it: the machine
