@@ -44,11 +44,23 @@ def machine() -> str:
             f"python {sys.version.split()[0]}, torch threads {torch.get_num_threads()}")
 
 
+def cpu_name() -> str | None:
+    """The CPU's model name and family (``/proc/cpuinfo``), e.g. ``AMD EPYC, family 26``; None where it cannot
+    tell. Machines here differ about 2x in speed and in their rounding, so a results file names its CPU."""
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines()[:30] if ":" in line)
+    except OSError:
+        return platform.processor() or None
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    name = info.get("model name") or info.get("vendor_id")
+    return f"{name}, family {info['cpu family']}" if name and "cpu family" in info else name
+
+
 def machine_info() -> dict:
     import transformers
     import trl
 
-    return {"arch": platform.machine(), "cores": os.cpu_count(), "python": sys.version.split()[0],
+    return {"arch": platform.machine(), "cpu": cpu_name(), "cores": os.cpu_count(), "python": sys.version.split()[0],
             "torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 

@@ -190,3 +190,17 @@ def test_install_pins_are_the_files_pins(tmp_path):
     assert f"\ntorch=={ours['torch']}\n" in (ROOT / "constraints.txt").read_text()
     with pytest.raises(ValueError):
         report_pins.exact(">=1.15,<1.17")
+
+
+def test_a_results_file_names_its_cpu_where_it_recorded_one(monkeypatch):
+    """Machines differ in speed and rounding: the provenance line names the CPU a results file recorded
+    (``_common.machine_info``), and a file from before says what it said."""
+    import _common
+
+    monkeypatch.setattr(staleness, "last_check", lambda: {})
+    machine = {"arch": "x86_64", "cores": 2, "torch": "2.13.0", "trl": "1.16.0"}
+    res = {"benchmark": "x", "stem": "not_declared", "command": "c", "date": "d", "commit": "abc1234"}
+    assert "(x86_64, 2 cores, torch" in report_format.provenance({**res, "machine": machine})
+    line = report_format.provenance({**res, "machine": {**machine, "cpu": "AMD EPYC, family 26"}})
+    assert "(x86_64, AMD EPYC, family 26, 2 cores, torch 2.13.0" in line
+    assert _common.machine_info()["cpu"] == _common.cpu_name()

@@ -30,7 +30,8 @@ def provenance(res: dict) -> str:
     again = f"python benchmarks/run.py {res['stem']}" if res.get("stem") in EXPERIMENTS else res["command"]
     remake = "" if res["command"] == again else f" Re-measure: `{again}`."
     return (f"Made by `{res['command']}` on {res['date']} at commit `{res['commit']}` "
-            f"({m['arch']}, {m['cores']} cores, torch {m['torch']}, trl {m['trl']}).{remake}{stale_note(res)}")
+            f"({m['arch']}{', ' + m['cpu'] if m.get('cpu') else ''}, {m['cores']} cores, torch {m['torch']}, "
+            f"trl {m['trl']}).{remake}{stale_note(res)}")
 
 
 def discovery_table(d: dict | None) -> str:
