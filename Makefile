@@ -68,7 +68,7 @@ notebooks: $(STAMP)
 	$(NB_TINY) $(NB_IPC) $(BIN)/pytest -q -p kernels_over_ipc $(XDIST) --durations=9 --nbmake --nbmake-timeout=900 $(NB_ALL)
 
 test: $(STAMP)
-	$(BIN)/ruff check sdpo_kit tests benchmarks tools notebooks/solutions
+	$(BIN)/ruff check sdpo_kit tests benchmarks reports tools notebooks/solutions
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q $(XDIST) tests
 	$(NB_TINY) $(NB_IPC) $(BIN)/pytest -q -p kernels_over_ipc $(XDIST) --durations=9 --nbmake --nbmake-timeout=900 $(NB_ALL)
 	$(MAKE) --no-print-directory test-trl115
@@ -121,7 +121,7 @@ gpu-check:  ## the GPU checks (Unsloth, 4-bit, fp16 training, TRL on CUDA, expor
 		$(GPU_PY) -m pytest -q -p no:cacheprovider -m gpu tests/gpu
 
 lint: $(STAMP)
-	$(BIN)/ruff check sdpo_kit tests benchmarks tools notebooks/solutions
+	$(BIN)/ruff check sdpo_kit tests benchmarks reports tools notebooks/solutions
 
 docs: $(STAMP)
 	$(PIP_LOCK) $(BIN)/pip install -q -c constraints.txt -e ".[docs]"
@@ -130,17 +130,17 @@ docs: $(STAMP)
 bench: $(STAMP)  ## every README number: run each benchmark (results/*.json), then render the README from them
 	$(BIN)/python benchmarks/run.py speed demo demo_constant_lr demo_top_k50 demo_copy_warm_start notebooks_smoke \
 	    notebooks_full lab vapor sdpo ppo export
-	$(BIN)/python benchmarks/report.py
+	$(BIN)/python reports/render.py
 
 # the docs site's executed copies: the nine notebooks at full size on a CPU (00 on the real CPU model, the others on
 # the tiny lab), kept with their outputs in benchmarks/results/executed/notebooks/ and a first cell naming the commit
 executed: real-model
 	$(BIN)/python benchmarks/bench_notebooks.py --full
 
-# replay every results file's behaviour fingerprint here (benchmarks/fingerprint.py, ~10 min on 2 cores): exit 1
+# replay every results file's behaviour fingerprint here (tools/bench_check.py, ~10 min on 2 cores): exit 1
 # naming each results file whose replay moved; records benchmarks/results/check/last_check.json (commit it)
 bench-check: $(STAMP)
-	$(BIN)/python benchmarks/fingerprint.py check
+	$(BIN)/python tools/bench_check.py check
 
 # re-measure exactly the stale results files (their replay moved at the last bench-check), each command once,
 # in a clean worktree of HEAD, then render the report; the plan is printed first. DRY=1: the plan only
@@ -149,7 +149,7 @@ bench-stale: $(STAMP)
 
 bench-clone: $(STAMP)  ## CI on a fresh clone of HEAD: the install and each leg of .ci/run timed apart
 	$(BIN)/python tools/bench_fresh_clone.py
-	$(BIN)/python benchmarks/report.py
+	$(BIN)/python reports/render.py
 
 clean:
 	rm -rf $(VENV) $(TRL115) $(VENVVERL) runs site .cache

@@ -1,7 +1,7 @@
 """Shared helpers for the benchmark scripts: run a config in-process, print tables, save results.
 
 Every script writes ``benchmarks/results/<name>.json``: the command that made it, the date, the
-machine, the git commit, the config, the raw per-run figures and the summary. ``report.py``
+machine, the git commit, the config, the raw per-run figures and the summary. ``reports/render.py``
 renders the README's tables from those files, so every number in the README comes from one.
 ``name`` is the benchmark's own (it picks what the file measures); a script's ``--out FILE`` only
 says where to write (``results_path``). A write that fails for any reason (a bad path, a dirty tree
@@ -14,8 +14,8 @@ Numbers come from clean commits: a script refuses to start, and ``write_results`
 ``--allow-dirty`` (any script) runs anyway and stamps the commit ``<sha>+dirty:<hash of the diff>``.
 Each results file names the files it measures (its rooms in ``experiments.py``) and carries a behaviour fingerprint
 (``fingerprint.py``: a short replay of what it measured, taken as it is written); when ``make bench-check``
-replays it differently the results are stale: ``report.py`` marks their blocks and lists them, ``make
-bench-stale`` re-measures them (``staleness.py``; ``make test`` fails only on a dirty tree or missing provenance).
+replays it differently the results are stale: ``reports/render.py`` marks their blocks and lists them, ``make
+bench-stale`` re-measures them (``reports/staleness.py``; ``make test`` fails only on a dirty tree or missing provenance).
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def command() -> str:
 def results_path(name: str, out: str | os.PathLike | None = None) -> Path:
     """Where ``write_results`` writes: ``benchmarks/results/<name>.json``, or ``out`` (a script's ``--out``):
     an absolute path as given, a bare file name (no folder) in ``benchmarks/results/`` (so
-    ``--out sdpo_lab_ablations.json`` is a results file ``report.py`` reads), any other relative path
+    ``--out sdpo_lab_ablations.json`` is a results file ``reports/render.py`` reads), any other relative path
     from the current directory, as a shell would read it."""
     if out is None:
         return RESULTS / f"{name}.json"
@@ -245,7 +245,7 @@ def write_results(name: str, *, config: dict, runs: list, summary: dict, out: st
         shown = path.relative_to(ROOT)
     except ValueError:
         shown = path
-    print(f"\nwrote {shown}")
+    print(f"\nwrote {shown}; its tables, as the pages show them: python reports/render.py --show {shown}")
     return path
 
 

@@ -57,10 +57,9 @@ import time
 from pathlib import Path
 
 import runner
-from _common import machine, median, parse_args, results_path, table, write_results
+from _common import median, parse_args, results_path, write_results
 from code_lab import BLEND_WEIGHT, CONFIG, METHODS, VARIANTS, method_config  # the code lab's variants and methods
 from lab import pick_lrs  # the skill lab's lr pick
-from reports.sdpo_lab import reach  # GRPO's final accuracy and the steps each method takes to it
 from runner import add_runner_args, journal_path
 
 TRAIN_PROBE = 200    # training rows scored before and after each run (they hold all 72 training functions)
@@ -302,25 +301,9 @@ def main():
     found = (discovery_part(top, args.variant, args.discovery_seeds, args.budgets, args.discovery_rows,
                             args.tts_lr_grid) if args.discovery else {})
 
-    print(f"\nmachine: {machine()}\n")
-    print(table(["dial", "plain", "teacher + sibling", "teacher + feedback", "token win demo", "token win feedback"],
-                [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["token_win_demo"], q["token_win_feedback"]]
-                 for d, q in teacher.items()]))
-    reached = (reach({"runs": runs, "config": {"methods": args.methods}}, top)["methods"]   # needs GRPO's runs
-               if runs and "grpo" in args.methods else {})
-    rows = []
-    for m in args.methods if runs else []:
-        mine = [r for r in runs if r["method"] == m]
-        rows.append([m, f"{lrs[m]:g}", median([r["start_acc"] for r in mine]), median([r["final_acc"] for r in mine]),
-                     ", ".join(f"{r['final_acc']:.3f}" for r in mine), (reached.get(m) or {}).get("median"),
-                     median([r["zero_std_groups"] for r in mine if r["zero_std_groups"] is not None] or [None])])
-    print(table(["method", "lr", "start", "final (median)", "per seed", "steps to GRPO's final", "groups of one reward"],
-                rows))
-    if found:
-        print(table(["method", *[f"k={k}" for k in args.budgets], "attempts to best-of-k's max"],
-                    [[m, *v["discovery"], v["attempts_to_match"]] for m, v in found["pooled"]["methods"].items()]))
+    finals = {m: median([r["final_acc"] for r in runs if r["method"] == m]) for m in (args.methods if runs else [])}
     summary = {"teacher": teacher, "lr": lrs, "tuning": tuning, "discovery": found,
-               "final_median": {f"{top}/{row[0]}": row[3] for row in rows}}
+               "final_median": {f"{top}/{m}": acc for m, acc in finals.items()}}
     write_results("code_lab", out=args.out,
                   config={"variant": args.variant, "seeds": args.seeds, "dials": dials, "run_dials": [top],
                           "methods": args.methods, "steps": steps, "base": CONFIG, "variant_fields": v,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import machine, parse_args, table, write_results
+from _common import parse_args, write_results
 from code_lab import VARIANTS, method_config
 
 
@@ -58,11 +58,6 @@ def main():
     ap.add_argument("--out", default=None, help="where to write (default: benchmarks/results/code_lab_heldout.json)")
     args = parse_args(ap)
     runs = [heldout_by_function(v) for v in args.variant]
-    print(f"\nmachine: {machine()}\n")
-    print(table(["variant", "dial", "held-out rows", "functions", "accuracy", "functions with a right answer",
-                 "best function's share of the right answers"],
-                [[r["variant"], r["dial"], r["rows"], r["functions"], r["accuracy"], r["functions_right"],
-                  r["top_function_share"]] for r in runs]))
     write_results("code_lab_heldout", out=args.out, config={"variants": args.variant}, runs=runs,
                   summary={r["variant"]: {k: r[k] for k in ("accuracy", "functions", "functions_right",
                                                             "top_function_share", "one_function")} for r in runs})

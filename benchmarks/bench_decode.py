@@ -31,7 +31,7 @@ import time
 from unittest import mock
 
 import torch
-from _common import machine, median, parse_args, table, write_results
+from _common import median, parse_args, write_results
 
 CONFIG = "configs/real_grpo.yaml"
 
@@ -111,7 +111,6 @@ def main():
     events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
     total = sum(e.self_cpu_time_total for e in events) / 1e6
     ops = {e.key: e.self_cpu_time_total / 1e6 for e in events[:8]}
-    tokens = a.shape[0] * a.shape[1]
     runs = [{"variant": "lora", "seconds": [t for t, _ in lora]}, {"variant": "merged", "seconds": [t for t, _ in merged]}]
     summary = {"lora_s": median(runs[0]["seconds"]), "merged_s": median(runs[1]["seconds"]), "rows_identical": same,
                "batch": list(a.shape), "ops_s": ops, "profiled_s": total}
@@ -123,15 +122,6 @@ def main():
     summary["copy_gb_s"] = copy_gb_per_s()
     summary["floor_s"] = a.shape[1] * summary["weights_mb"] / 1e3 / summary["copy_gb_s"]
     summary["draw_s"] = draw_seconds(a.shape[0], model.config.vocab_size, a.shape[1])
-    print(f"machine: {machine()}\n")
-    print(table(["variant", "median s", "s per decode step"],
-                [[r["variant"], median(r["seconds"]), median(r["seconds"]) / a.shape[1]] for r in runs]))
-    print(f"\nmerged / lora {summary['merged_over_lora']:.2f}; sampled rows identical {same:.2f}; {tokens} tokens\n")
-    print(f"a decode step reads {summary['weights_mb']:.0f} MB of weights; a copy moves {summary['copy_gb_s']:.1f} GB/s: "
-          f"at least {summary['floor_s']:.1f} s for {a.shape[1]} steps\n")
-    print(f"{a.shape[1]} draws over the vocabulary: torch.multinomial {summary['draw_s']['multinomial']:.2f} s, "
-          f"core.sampling.draw {summary['draw_s']['draw']:.2f} s (the same tokens)\n")
-    print(table(["op (merged run)", "self s", "share"], [[k, v, f"{v / total:.0%}"] for k, v in ops.items()]))
     write_results("real_decode", config={"config": CONFIG, "threads": args.threads, "repeats": args.repeats},
                   runs=runs, summary=summary)
 

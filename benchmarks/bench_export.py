@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, parse_args, table, write_results
+from _common import ROOT, parse_args, write_results
 
 FORMATS = [("lora", {}), ("merged", {"dtype": "fp32"}), ("merged", {"dtype": "fp16"}), ("merged", {"dtype": "bf16"}),
            ("gguf", {"quant": "f32"}), ("gguf", {"quant": "f16"}), ("gguf", {"quant": "q8_0"})]
@@ -54,10 +54,6 @@ def main():
                 runs.append({"run": kind, "format": label, "export_s": seconds, "bytes": size,
                              "max_logit_diff": rt["max_logit_diff"], "greedy_agree": rt["greedy_agree"],
                              "vocab_equal": rt.get("vocab_equal")})
-    print(f"\nmachine: {machine()}\n")
-    print(table(["run", "format", "max logit diff", "greedy answers equal", "vocab equal", "KB", "export s"],
-                [[r["run"], r["format"], f"{r['max_logit_diff']:.2e}", r["greedy_agree"], r["vocab_equal"],
-                  r["bytes"] // 1024, r["export_s"]] for r in runs]))
     write_results("export", config={"config": "configs/demo.yaml", "steps": args.steps, "prompts": len(prompts)},
                   runs=runs, summary={})
 

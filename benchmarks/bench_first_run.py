@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, machine, median, parse_args, table, write_results
+from _common import ROOT, median, parse_args, write_results
 
 
 def prepare_model() -> float:
@@ -118,10 +118,6 @@ def main():
         runs.append(r)
         print(f"seed {seed}: {r['before']:.3f} -> {r['after']:.3f} ({r['lift']:+.3f}, {r['lift_over_se']:.1f} SE), "
               f"{r['s_per_step']:.2f} s/step, {r['wall_s']:.1f} s", flush=True)
-    print(f"\nmachine: {machine()}; model prepared in {prep_s:.1f} s (0 when cached)\n")
-    print(table(["seed", "before", "after", "lift", "lift / SE", "s/step", "wall s"],
-                [[r["seed"], r["before"], r["after"], f"{r['lift']:+.3f}", f"{r['lift_over_se']:.1f}",
-                  f"{r['s_per_step']:.2f}", f"{r['wall_s']:.1f}"] for r in runs]))
     summary = {"median_before": median([r["before"] for r in runs]), "median_after": median([r["after"] for r in runs]),
                "median_lift": median([r["lift"] for r in runs]), "min_lift": min(r["lift"] for r in runs),
                "min_lift_over_se": min(r["lift_over_se"] for r in runs),
@@ -129,12 +125,6 @@ def main():
                "median_s_per_step": median([r["s_per_step"] for r in runs]), "n_eval": n_eval, "model_prep_s": prep_s}
     if all("position" in r for r in runs):
         summary["position"] = {k: median([r["position"][k] for r in runs]) for k in runs[0]["position"]}
-        p = summary["position"]
-        print(f"\nby where the answer stands: {p['share_first']:.2f} of the held-out answers are the question's first "
-              f"number, {p['share_last']:.2f} its last; accuracy after training (median) {p['acc_first']:.2f} and "
-              f"{p['acc_last']:.2f}")
-    print(f"\nmedian lift {summary['median_lift']:+.3f} (min {summary['min_lift']:+.3f}), median wall "
-          f"{summary['median_wall_s']:.1f} s (max {summary['max_wall_s']:.1f} s)")
     write_results(args.name, config={"config": args.config, "seeds": args.seeds, "threads": args.threads},
                   runs=runs, summary=summary)
 

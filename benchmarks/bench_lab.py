@@ -17,7 +17,7 @@ import random
 import tempfile
 import time
 
-from _common import machine, parse_args, table, write_results
+from _common import parse_args, write_results
 
 
 def hinted(rows, task, rng, random_solution: bool):
@@ -53,8 +53,8 @@ def main():
         rows.append([n, secs, task.evaluate(model, tok, heldout),
                      task.evaluate(model, tok, hinted(heldout, task, rng, False)),
                      task.evaluate(model, tok, hinted(heldout, task, rng, True))])
-    print(f"\nmachine: {machine()}\n")
-    print(table(["copy_steps", "warm start s", "held-out acc", "acc, correct hint", "acc, random hint (copy)"], rows))
+        print(f"copy_steps {n}: warm start {secs:.0f} s, held-out {rows[-1][2]:.3f}, with the right hint "
+              f"{rows[-1][3]:.3f}, a random one {rows[-1][4]:.3f}", flush=True)
     write_results("lab", config={"copy_steps": args.copy_steps},
                   runs=[{"copy_steps": r[0], "warm_start_s": r[1], "heldout_acc": r[2], "acc_right_hint": r[3],
                          "acc_random_hint": r[4]} for r in rows], summary={})

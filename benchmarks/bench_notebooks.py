@@ -9,7 +9,7 @@ the others on the tiny lab), unless ``--model``.
 A notebook that defines a ``RESULTS`` dict (its key figures: accuracies, speeds, ...) has it
 read back after the run. Writes ``benchmarks/results/notebooks_smoke.json`` or
 ``notebooks_full.json`` (a run over some notebooks updates their entries and keeps the others);
-``report.py`` renders the README's table and the reference figures quoted in each notebook.
+``reports/render.py`` renders the README's table and the reference figures quoted in each notebook.
 ``--cold`` runs each notebook from an empty cache of its own (``SDPO_KIT_CACHE`` in a fresh temporary
 folder, removed after), as a fresh clone's CI meets it: the warm starts are built, not loaded. It
 writes ``notebooks_smoke_cold.json`` (or ``notebooks_full_cold.json``) and leaves the warm files alone.
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import nbformat
-from _common import RESULTS, ROOT, command, git_commit, machine, parse_args, table, write_results
+from _common import RESULTS, ROOT, command, git_commit, parse_args, write_results
 from nbclient import NotebookClient
 
 MARK = "SDPO_KIT_RESULTS "
@@ -153,8 +153,6 @@ def main():
         print(f"{p.name}: {seconds:.1f} s; RESULTS = {results}", flush=True)
     runs = [previous[k] for k in sorted(previous)]
     total = sum(r["wall_s"] for r in runs)
-    print(f"\nmachine: {machine()}\n")
-    print(table(["notebook", "wall s"], [[r["notebook"], r["wall_s"]] for r in runs] + [["total", total]]))
     write_results(name, config={"smoke": not args.full, "cold": args.cold, "model": args.model,
                                 "env": {"MPLBACKEND": "Agg"}},
                   runs=runs, summary={"total_s": round(total, 1)})

@@ -28,7 +28,7 @@ import tempfile
 import time
 
 import yaml
-from _common import ROOT, machine, median, parse_args, results_path, table, write_results
+from _common import ROOT, parse_args, results_path, write_results
 from runner import add_runner_args, journal_path, run_all
 
 VARIANTS = {"ppo": {"trainer.kd_coef": 0.0}, "kd": {"trainer.ppo_coef": 0.0}, "teacher_ppo": {}}
@@ -127,17 +127,6 @@ def main():
     rm_curve = [{"step": r["step"], "score_raw": r.get("reward/score_raw"), "acc": r.get("eval/accuracy")}
                 for r in s["history"] if "eval/accuracy" in r or "reward/score_raw" in r]
 
-    print(f"\nmachine: {machine()}\n")
-    print(f"student {ref['student_acc']:.3f}, teacher {ref['teacher_acc']:.3f}; builds {builds}; "
-          f"reward model {ref['reward_model']}")
-    rows = []
-    for name in VARIANTS:
-        mine = [r for r in runs if r["method"] == name]
-        rows.append([name, median([r["acc_after"] for r in mine]), ", ".join(f"{r['acc_after']:.3f}" for r in mine),
-                     median([r["gap_closed"] for r in mine]), median([r["wall_s"] for r in mine]),
-                     median([r["s_per_step"] for r in mine])])
-    print(table(["method", "acc after (median)", "per seed", "gap closed", "wall s", "s/step"], rows))
-    print("reward model, PPO alone:", [(c["step"], c["score_raw"], c["acc"]) for c in rm_curve if c["acc"] is not None])
     write_results("ppo", out=args.out, config={"config": "configs/teacher_student_ppo.yaml", "steps": args.steps, "seeds": args.seeds,
                                  "rm_steps": args.rm_steps},
                   runs=runs, summary={**ref, **builds, "gap": gap, "rm_curve": rm_curve})

@@ -54,7 +54,7 @@ import tempfile
 import time
 
 import torch
-from _common import git_commit, machine, median, parse_args, results_path, run_config, table, write_results
+from _common import git_commit, machine, median, parse_args, results_path, run_config, write_results
 
 CONFIGS = {"grpo": "configs/real_grpo.yaml", "sdpo": "configs/real_sdpo.yaml", "vapor": "configs/real_vapor.yaml",
            "ppo": "configs/real_ppo.yaml"}
@@ -309,16 +309,11 @@ def main():
     if args.what == "tasks":
         runs = bench_tasks(args.n, args.samples)
         done = [r for r in runs if "greedy" in r]
-        print("\n" + table(["setting", "greedy", "sampled", "mixed groups"],
-                           [[r["setting"], r["greedy"], r["sampled"], r["mixed_group_frac"]] for r in done]))
         write_results("real_tasks", config={"n": args.n, "samples": args.samples, "budget": BUDGET, "temperature": TEMPERATURE,
                                             "threads": args.threads}, runs=runs,
                       summary={"default_greedy": next(r["greedy"] for r in done if r["setting"] == "default")})
     elif args.what == "speed":
         runs, summary = bench_speed(args.steps, args.threads, args.runs)
-        print("\n" + table(["algorithm", "backend", "s/step", "trained tokens/s", "peak MB"],
-                           [[r["algorithm"], r["backend"], r["median_s"], r["trained_tokens_per_s"], r["peak_rss_mb"]]
-                            for r in runs]))
         write_results("real_speed", config={"steps": args.steps, "threads": args.threads, "configs": CONFIGS,
                                             "runs": args.runs or [f"{a}:{b}" for a, b in RUNS]},
                       runs=runs, summary=summary)
@@ -338,10 +333,7 @@ def main():
             return finals
 
         runs = bench_sdpo(args.methods, seeds, args.threads, on_run=save, prior=prior)
-        finals = save(runs, complete=True)
-        print("\n" + table(["method", "start", "final (median)", "per seed"],
-                           [[m, median([r["start_acc"] for r in runs if r["method"] == m]), finals[m],
-                             ", ".join(f"{r['final_acc']:.3f}" for r in runs if r["method"] == m)] for m in args.methods]))
+        save(runs, complete=True)
     else:
         from sdpo_kit.cli import parse_set
 
@@ -356,8 +348,6 @@ def main():
         summary = {"median_before": p0, "median_after": median([r["after"] for r in runs]), "median_lift": median(lifts),
                    "min_lift": min(lifts), "eval_se": se, "n_eval": n, "lifts_over_2se": sum(x > 2 * se for x in lifts),
                    "median_wall_min": median([r["wall_s"] for r in runs]) / 60}
-        print(f"\nmedian lift {summary['median_lift']:+.3f} (2 SE = {2 * se:.3f}); "
-              f"{summary['lifts_over_2se']} of {len(runs)} seeds past 2 SE")
         write_results("real_learn", config={"config": CONFIGS["grpo"], "seeds": args.seeds, "threads": args.threads,
                                             "overrides": overrides}, runs=runs, summary=summary)
 

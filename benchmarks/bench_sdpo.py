@@ -40,7 +40,7 @@ import tempfile
 import time
 
 import yaml
-from _common import ROOT, machine, median, parse_args, results_path, table, write_results
+from _common import ROOT, median, parse_args, results_path, write_results
 from lab import SDPO_ONLY  # the trainer keys only SDPO has (SDPOFields), dropped for grpo
 from runner import add_runner_args, journal_path, run_all
 
@@ -184,18 +184,6 @@ def main():
 
     teacher = teacher_quality(model, tok, task, task.splits()[1], **tpl)
 
-    print(f"\nmachine: {machine()}\n")
-    rows = []
-    for name in names:
-        mine = [r for r in runs if r["method"] == name]
-        rows.append([name, median([r["acc_after"] for r in mine]), ", ".join(f"{r['acc_after']:.3f}" for r in mine),
-                     ", ".join(str(r["steps_to_grpo_final"]) for r in mine), median([r["wall_s"] for r in mine])])
-    print(table(["method", "acc after (median)", "per seed", "steps to GRPO's final", "wall s"], rows))
-    print("s/step:", {k: round(v["median_s"], 3) for k, v in speed.items()})
-    print("test time:", test_time)
-    print(f"discovery on {len(hard)} hard rows, k = {discovery['budgets']}:",
-          {k: [round(x, 3) for x in v["discovery"]] for k, v in discovery["methods"].items()})
-    print("teacher:", teacher)
     write_results("sdpo", out=args.out, config={"configs": ["configs/sdpo.yaml", "configs/sdpo_feedback.yaml"], "steps": args.steps,
                                   "seeds": args.seeds, "speed_steps": args.speed_steps, "tt_rows": args.tt_rows},
                   runs=runs,

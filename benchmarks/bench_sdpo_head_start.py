@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from _common import RESULTS, ROOT, median, out_help, parse_args, table, write_results
+from _common import RESULTS, ROOT, median, out_help, parse_args, write_results
 
 # (results file, lab, how a setting is named); each file holds teacher per dial and runs per dial and method.
 # A lab's file counts only when its learning rates were tuned (its config has an lr_grid): the real model's
@@ -142,10 +142,7 @@ def main():
     line["by_sign"] = {side: {"n": len(mine), "median_gain": median([p["gain"] for p in mine]) if mine else None}
                        for side, mine in (("head_start <= 0", [p for p in points if p["head_start"] <= 0]),
                                           ("head_start > 0", [p for p in points if p["head_start"] > 0]))}
-    print(table(["lab", "setting", "method", "head start", "token win", "gain", "per seed"],
-                [[p["lab"], p["setting"], p["method"], p["head_start"], p["token_win"], p["gain"],
-                  ", ".join(f"{g:+.3f}" for g in p["gain_per_seed"])] for p in points]))
-    print(f"fit: {line}; not measured yet: {missing or 'none'}")
+    print(f"{len(points)} points; fit: {line}; not measured yet: {missing or 'none'}")
     summary = {"fit": line, "sources": sources, "missing": missing, "labs": sorted({p["lab"] for p in points})}
     write_results("sdpo_head_start", out=args.out, config={"sources": [s[0] for s in SOURCES]}, runs=points,
                   summary=summary, extra={"points": points, **summary})

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import machine, median, parse_args, results_path, table, write_results
+from _common import parse_args, results_path, write_results
 from lab import BASE_CONFIG, DIALS, METHODS, base, dial_values, pick_lrs, run_all, teacher_table, warm_start_for
 from runner import add_runner_args, journal_path
 
@@ -121,18 +121,6 @@ def main():
         runs = run_all([(m, d, s, args.steps, lrs[m], lab) for d in ([top] if args.runs_at == "top" else dials)
                         for m in args.methods for s in args.seeds], args.jobs, "run", journal)
 
-    print(f"\nmachine: {machine()}\n")
-    print(table(["dial", "plain", "demo", "feedback", "right-token share", "token win demo", "token win feedback"],
-                [[d, q["plain_acc"], q["demo_acc"], q["feedback_acc"], q["right_token_frac"], q["token_win_demo"],
-                  q["token_win_feedback"]] for d, q in teacher.items()]))
-    if runs:
-        rows = []
-        for d in sorted({r["dial"] for r in runs}, key=dials.index):
-            for m in args.methods:
-                mine = [r for r in runs if r["dial"] == d and r["method"] == m]
-                rows.append([d, m, f"{lrs[m]:g}", median([r["final_acc"] for r in mine]),
-                             ", ".join(f"{r['final_acc']:.3f}" for r in mine)])
-        print(table(["dial", "method", "lr", "final (median)", "per seed"], rows))
     found = discovery(sorted({min(dials), max(dials)}), args.budgets, 8, args.discovery_rows) if args.discovery else {}
     start_acc = {d: q["plain_acc"] for d, q in teacher.items()}
     summary = {"start_acc": start_acc, "teacher": teacher, "lr": lrs, "tuning": tuning, "discovery": found}

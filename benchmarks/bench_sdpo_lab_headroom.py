@@ -25,7 +25,7 @@ import argparse
 import time
 
 import runner
-from _common import machine, median, parse_args, results_path, table, write_results
+from _common import median, parse_args, results_path, write_results
 from lab import method_config, train_run
 from runner import add_runner_args, journal_path
 
@@ -142,11 +142,6 @@ def main():
     runs = run_all(specs, args.jobs, journal_path(results_path("sdpo_lab_headroom", args.out).stem, args.resume))
 
     rows = summarize(runs, starts)
-    print(f"\nmachine: {machine()}\n")
-    print(table(["sft steps", "width", "lr", "start", "final", "best", "final - start", "per seed",
-                 f"avg@{AVG_K} start", f"avg@{AVG_K} final"],
-                [[r[0], r[1], f"{r[2]:g}", *(f"{x:.3f}" for x in r[3:6]), f"{r[6]:+.3f}", r[7],
-                  f"{r[9]:.3f}", f"{r[10]:.3f}"] for r in rows]))
     write_results("sdpo_lab_headroom", out=args.out,
                   config={"sft_steps": args.sft_steps, "widths": args.widths, "lrs": args.lrs, "seeds": args.seeds,
                           "steps": args.steps, "avg_k": AVG_K, "start": starts},

@@ -25,7 +25,7 @@ import argparse
 import json
 import re
 
-from _common import RESULTS, machine, median, parse_args, results_path, table, write_results
+from _common import RESULTS, median, parse_args, results_path, write_results
 from lab import dial_values, method_config, train_run, warm_start_for
 from runner import add_runner_args, journal_path, run_all
 
@@ -131,7 +131,6 @@ def main():
         runs += [row for r in run_all(after_grpo, specs, jobs=args.jobs, journal=journal, show=lambda r: print(
             f"dial {r['rows'][0]['dial']} seed {r['rows'][0]['seed']}: {r['rows'][0]}", flush=True)) for row in r["rows"]]
 
-    print(f"\nmachine: {machine()}\n")
     rows = []
     for d in sorted({r["dial"] for r in runs}):
         for stage in dict.fromkeys(r["stage"] for r in runs):
@@ -140,7 +139,6 @@ def main():
                 if mine:
                     rows.append([d, stage, split] + [median([r[k] for r in mine]) for k in
                                 ("greedy_acc", "sampled_acc", "never", "mixed_rows", "always", "mixed_groups")])
-    print(table(["dial", "stage", "split", "greedy", "sampled", "p=0", "0<p<1", "p=1", "mixed groups"], rows))
     write_results("sdpo_lab_signal", out=args.out,
                   config={"dials": dials, "seeds": args.seeds, "steps": steps, "lr": lr,
                           "samples": args.samples, "train_rows": args.train_rows},

@@ -34,7 +34,7 @@ import copy
 import statistics
 
 import torch
-from _common import machine, out_help, parse_args, table, write_results
+from _common import out_help, parse_args, write_results
 from lab import DIALS, warm_start_for
 
 
@@ -174,13 +174,6 @@ def main():
                "after_found": {f"{lr:g}": {str(n): found(r["after"][f"{lr:g}"][n] for r in runs) for n in marks}
                                for lr in args.lrs},
                "chain_by_round": [mean(r["chain_by_round"][k] for r in runs) for k in range(args.rounds)]}
-    print(f"\nmachine: {machine()}\n")
-    print(f"{len(rows)} hard rows at dial {args.dial}: mean plain rate {summary['plain_rate']:.3f}, mean reprompt "
-          f"rate {summary['reprompt_rate']:.3f}; the copy's mean plain rate after n test-time SDPO steps:")
-    print(table(["lr", *[f"n={n}" for n in marks]], [[lr, *c.values()] for lr, c in summary["after"].items()]))
-    print(f"rows with a success: plain {summary['plain_found']}, reprompt {summary['reprompt_found']}; after n steps:")
-    print(table(["lr", *[f"n={n}" for n in marks]], [[lr, *c.values()] for lr, c in summary["after_found"].items()]))
-    print("multi-turn chains, mean share right by round:", [round(x, 3) for x in summary["chain_by_round"]])
     write_results("sdpo_lab_transfer", out=args.out,
                   config={"dial": args.dial, "lrs": args.lrs, "checkpoints": checkpoints, "samples": args.samples,
                           "batch_size": args.batch_size, "rows": args.rows, "rounds": args.rounds,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-from _common import machine, median, parse_args, run_config, table, write_results
+from _common import median, parse_args, run_config, write_results
 
 # label -> (backend, share_prompt: True / False for scratch, None: a TRL run has no such key)
 RUNS = {"scratch": ("scratch", True), "scratch, share_prompt off": ("scratch", False), "trl": ("trl", None)}
@@ -58,15 +58,6 @@ def main():
     ratios_off = [next(r["median_s"] for r in runs if r["repeat"] == k and r["backend"] == "trl")
                   / next(r["median_s"] for r in runs if r["repeat"] == k and r["backend"] == "scratch, share_prompt off")
                   for k in range(args.repeats)]
-    rows = []
-    for label in RUNS:
-        all_times = [t for r in runs if r["backend"] == label for t in r["times_s"]]
-        rows.append([label, len(all_times), med[label], min(all_times), max(all_times)])
-    print(f"\nmachine: {machine()}")
-    print(f"config: {args.config}, {args.steps} steps x {args.repeats} repeats, first {args.warmup} dropped, eval off\n")
-    print(table(["backend", "steps timed", "median s/step", "min", "max"], rows))
-    print(f"\nratio TRL / scratch per repeat: {', '.join(f'{x:.2f}x' for x in ratios)}; median {median(ratios):.2f}x")
-    print(f"ratio TRL / scratch with share_prompt off: median {median(ratios_off):.2f}x")
     write_results("speed", config={"config": args.config, "steps": args.steps, "warmup": args.warmup,
                                    "repeats": args.repeats},
                   runs=runs, summary={"median_s": med, "ratio_trl_over_scratch": ratios,

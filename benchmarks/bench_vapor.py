@@ -27,7 +27,7 @@ import tempfile
 import time
 
 import yaml
-from _common import ROOT, machine, median, parse_args, results_path, table, write_results
+from _common import ROOT, median, parse_args, results_path, write_results
 from runner import add_runner_args, journal_path, run_all
 
 VARIANTS = {
@@ -99,18 +99,6 @@ def main():
         speed[name] = {"median_s": median(times), "times_s": times}
     ratio = speed["VAPORTrainer"]["median_s"] / speed["GRPOTrainer"]["median_s"]
 
-    print(f"\nmachine: {machine()}\n")
-    rows = []
-    for variant in VARIANTS:
-        mine = [r for r in runs if r["variant"] == variant]
-        rows.append([variant, median([r["acc_after"] for r in mine]), ", ".join(f"{r['acc_after']:.3f}" for r in mine),
-                     median([r["margin_after"] for r in mine]), median([r["pref_acc_after"] for r in mine]),
-                     median([r["wall_s"] for r in mine])])
-    print(f"before: held-out acc {runs[0]['acc_before']:.3f}, margin {before['margin']:.3f}, "
-          f"preferred right {before['accuracy']:.3f}")
-    print(table(["variant", "acc after (median)", "per seed", "margin after", "preferred right", "wall s"], rows))
-    print(f"\ns/step TRL: VAPORTrainer {speed['VAPORTrainer']['median_s']:.3f}, GRPOTrainer "
-          f"{speed['GRPOTrainer']['median_s']:.3f}: {ratio:.2f}x")
     write_results("vapor", out=args.out, config={"config": CONFIG, "steps": args.steps, "seeds": args.seeds,
                                    "variants": VARIANTS, "speed_steps": args.speed_steps},
                   runs=runs, summary={"before": before, "speed": speed, "vapor_over_grpo_s_per_step": ratio})

@@ -3,7 +3,7 @@
 An ``Experiment`` says what makes the file (``command``: a script here and its arguments), which replays
 fingerprint it (``replays``: names in ``fingerprint.REPLAYS`` or ``DIGESTS``), the code it measures (``rooms``:
 a key of ``ROOMS``, written into the file as its provenance) and the results files its script reads
-(``reads``: re-measured before it). ``report.py``, ``fingerprint.py``, ``bench_stale.py`` and
+(``reads``: re-measured before it). ``reports/render.py``, ``fingerprint.py``, ``tools/bench_stale.py`` and
 ``_common.write_results`` all read this table; a new benchmark is one entry here. An experiment declared as
 data (a ``Sweep``: config, overrides, seeds) needs no script: ``run.py`` runs it, and its fingerprint replays
 the same config and overrides.

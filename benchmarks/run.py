@@ -22,7 +22,7 @@ from pathlib import Path
 
 import _common
 import runner
-from _common import machine, median, parse_args, results_path, run_config, table, write_results
+from _common import median, parse_args, results_path, run_config, write_results
 from experiments import EXPERIMENTS, Sweep, script_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,16 +54,9 @@ def run_sweep(name: str, sweep: Sweep, argv: list[str]) -> Path:
     journal = runner.journal_path(results_path(name, args.out).stem, args.resume)
     runs = runner.run_all(train_seed, specs, jobs=args.jobs, journal=journal, show=lambda r: print(
         f"seed {r['seed']}: {r['before']:.3f} -> {r['after']:.3f} ({r['wall_s']:.1f} s)", flush=True))
-    print(f"\nmachine: {machine()}")
-    print(f"config: {sweep.config}, backend {sweep.backend}, overrides {sweep.set or 'none'}\n")
-    print(table(["seed", "acc before", "acc after", "lift", "peak (step)", "train s", "wall s"],
-                [[r["seed"], r["before"], r["after"], r["lift"], f"{r['peak']:.3f} ({r['peak_step']})",
-                  r["train_s"], r["wall_s"]] for r in runs]))
     summary = {"median_lift": median([r["lift"] for r in runs]), "min_lift": min(r["lift"] for r in runs),
                "median_wall_s": median([r["wall_s"] for r in runs]), "median_after": median([r["after"] for r in runs]),
                "median_peak": median([r["peak"] for r in runs])}
-    print(f"\nmedian lift {summary['median_lift']:+.3f} (min {summary['min_lift']:+.3f}), "
-          f"median wall {summary['median_wall_s']:.1f} s, median peak {summary['median_peak']:.3f}")
     config = {"config": sweep.config, "backend": sweep.backend, "overrides": dict(sweep.set), "seeds": args.seeds,
               **({"steps": args.steps} if args.steps else {})}
     return write_results(name, config=config, runs=runs, summary=summary, out=args.out)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]   # reports/ (a package at the root) and benchmarks/
 import bench_code_lab as code_lab  # noqa: E402  (benchmarks/bench_code_lab.py)
 import bench_sdpo_head_start as head  # noqa: E402  (benchmarks/bench_sdpo_head_start.py)
 
@@ -94,7 +94,7 @@ def test_head_start_points_pair_seeds_and_the_fit_finds_the_zero_crossing():
 def test_the_head_start_block_renders_every_point_and_the_fit(tmp_path, monkeypatch):
     import json
 
-    import report  # benchmarks/report.py
+    from reports import render as report
 
     pts = [{"lab": lab, "setting": f"s{i}", "method": "sdpo", "plain_acc": 0.2, "head_start": x, "token_win": w,
             "gain": 0.5 * x - 0.1, "gain_per_seed": [0.5 * x - 0.1], "seeds": [0]}

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]   # reports/ (a package at the root) and benchmarks/
 sys.path.insert(0, str(ROOT / "tools"))
 import bench_stale  # noqa: E402  (tools/bench_stale.py)
 from experiments import script_path  # noqa: E402
-from report import MAKERS  # noqa: E402
-from staleness import Finding  # noqa: E402
+
+from reports.render import MAKERS  # noqa: E402
+from reports.staleness import Finding  # noqa: E402
 
 
 def test_plan_runs_each_command_once_in_order():

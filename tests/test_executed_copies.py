@@ -2,7 +2,7 @@
 markdown are the notebook's own, whose first cell names the run, and whose outputs a page can show.
 
 A notebook changed without its copy made again fails here, so the copy is refreshed with the notebook. The
-values of rendered numbers (``<!--f:...-->value<!--/f-->``, rewritten by ``benchmarks/report.py`` when a
+values of rendered numbers (``<!--f:...-->value<!--/f-->``, rewritten by ``reports/render.py`` when a
 results file changes) are left out of the comparison; everything else must be equal. The outputs: no cell
 prints more than 20,000 characters, none shows a machine path, no widget output is kept (a page cannot run
 it), and a notebook that trains under a dashboard or draws an explorer shows a plain image.

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tools")]   # reports/, benchmarks/, tools/
+import bench_check  # noqa: E402  (tools/bench_check.py: make bench-check)
 import fingerprint  # noqa: E402  (benchmarks/fingerprint.py)
-from report import MAKERS  # noqa: E402
+
+from reports.render import MAKERS  # noqa: E402
 
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
 
@@ -91,12 +93,12 @@ def test_check_names_each_results_file_whose_replay_moved(tmp_path, monkeypatch,
     for stem, fp in (("demo", {"demo": replay}), ("vapor", {"vapor": {**replay, "after": 0.3}})):
         (tmp_path / f"{stem}.json").write_text(json.dumps({"benchmark": stem, "fingerprint": {"commit": "abc",
                                                                                               "replays": fp}}))
-    monkeypatch.setattr(fingerprint, "RESULTS", tmp_path)
-    monkeypatch.setattr(fingerprint, "LAST_CHECK", tmp_path / "check" / "last_check.json")
+    monkeypatch.setattr(bench_check, "RESULTS", tmp_path)
+    monkeypatch.setattr(bench_check, "LAST_CHECK", tmp_path / "check" / "last_check.json")
     asked = []
-    monkeypatch.setattr(fingerprint, "run_child", lambda names, *a, **k: asked.append(names) or
+    monkeypatch.setattr(bench_check, "run_child", lambda names, *a, **k: asked.append(names) or
                         {"demo": replay, "vapor": replay})
-    assert fingerprint.check() == 1 and asked == [["demo", "vapor"]]
+    assert bench_check.check() == 1 and asked == [["demo", "vapor"]]
     out = capsys.readouterr().out
     assert "vapor.json: vapor.after: 0.2, was 0.3" in out and "demo.json:" not in out
     assert "1 of 2 results files replay as measured" in out
@@ -104,9 +106,9 @@ def test_check_names_each_results_file_whose_replay_moved(tmp_path, monkeypatch,
     assert recorded["replays"]["vapor"] == replay and list(recorded["moved"]) == ["vapor"]
     (tmp_path / "vapor.json").write_text(json.dumps({"benchmark": "vapor", "fingerprint": {"commit": "abc",
                                                                                             "replays": {"vapor": replay}}}))
-    assert fingerprint.check() == 0
+    assert bench_check.check() == 0
     (tmp_path / "lab.json").write_text(json.dumps({"benchmark": "lab"}))
-    assert fingerprint.check() == 1 and "lab.json: no fingerprint" in capsys.readouterr().out
+    assert bench_check.check() == 1 and "lab.json: no fingerprint" in capsys.readouterr().out
 
 
 def test_a_replay_that_differs_is_rebased_on_its_own_commit_replayed_here(tmp_path, monkeypatch, capsys):
@@ -115,15 +117,15 @@ def test_a_replay_that_differs_is_rebased_on_its_own_commit_replayed_here(tmp_pa
     and the pages say nothing; different there too: moved. The references are recorded (``rebased``)."""
     import contextlib
 
-    import staleness
+    from reports import staleness
 
     here = {"steps": [{"step": 1, "loss": 0.25}], "before": 0.1, "after": 0.2, "weights": [3.0, 4.0]}
     elsewhere = {**here, "steps": [{"step": 1, "loss": 0.26}]}           # the fingerprint's machine rounded otherwise
     for stem, commit in (("demo", "c0de"), ("speed", "0ld")):
         (tmp_path / f"{stem}.json").write_text(json.dumps({"benchmark": stem, "fingerprint": {
             "commit": commit, "replays": {"demo": elsewhere}}}))
-    monkeypatch.setattr(fingerprint, "RESULTS", tmp_path)
-    monkeypatch.setattr(fingerprint, "LAST_CHECK", tmp_path / "check" / "last_check.json")
+    monkeypatch.setattr(bench_check, "RESULTS", tmp_path)
+    monkeypatch.setattr(bench_check, "LAST_CHECK", tmp_path / "check" / "last_check.json")
     trees = []
 
     @contextlib.contextmanager
@@ -131,11 +133,11 @@ def test_a_replay_that_differs_is_rebased_on_its_own_commit_replayed_here(tmp_pa
         trees.append(commit)
         yield tmp_path / commit
 
-    monkeypatch.setattr(fingerprint, "worktree", worktree)
+    monkeypatch.setattr(bench_check, "worktree", worktree)
     # replayed here: at HEAD as now; at c0de the same (unchanged code); at 0ld otherwise (the code changed since)
-    monkeypatch.setattr(fingerprint, "run_child", lambda names, root=None, **k: {"demo": {
+    monkeypatch.setattr(bench_check, "run_child", lambda names, root=None, **k: {"demo": {
         None: here, tmp_path / "c0de": here, tmp_path / "0ld": {**here, "after": 0.5}}[root]})
-    assert fingerprint.check() == 1 and sorted(trees) == ["0ld", "c0de"]
+    assert bench_check.check() == 1 and sorted(trees) == ["0ld", "c0de"]
     out = capsys.readouterr().out
     assert "speed.json: demo.after: 0.2, was 0.5" in out and "demo.json:" not in out
     recorded = json.loads((tmp_path / "check" / "last_check.json").read_text())

@@ -270,28 +270,42 @@ def test_at_most_eight_modules_at_the_root():
     assert len(root) <= 8, root
 
 
-def test_no_file_over_400_lines():   # the package's, the benchmarks' (their results folder aside) and the tools'
-    files = [*PKG.rglob("*.py"), *(p for p in (PKG.parent / "benchmarks").rglob("*.py") if "results" not in p.parts),
-             *(PKG.parent / "tools").rglob("*.py")]
+def scripts(room: str) -> list[Path]:
+    """The Python files of a room beside the package (benchmarks/, reports/, tools/), results folders aside."""
+    return [p for p in (PKG.parent / room).rglob("*.py") if "results" not in p.parts]
+
+
+def test_no_file_over_400_lines():   # the package's, and the benchmarks', the reports' and the tools'
+    files = [*PKG.rglob("*.py"), *scripts("benchmarks"), *scripts("reports"), *scripts("tools")]
     long = {str(p.relative_to(PKG.parent)): n for p in files if (n := len(p.read_text().splitlines())) > 400}
     assert not long, long
 
 
-def test_the_tools_stand_above_the_benchmarks():
-    """tools/ (re-measuring what is stale, CI on a fresh clone, the GPU wheels and lease) drives benchmarks/ and
-    imports it; nothing in benchmarks/ imports a tool back."""
+def test_the_benchmarks_stay_within_4000_lines():
+    """benchmarks/ holds the experiments (their scripts, declarations, runner and results machinery), at most
+    4,000 lines of Python; the pages they render are reports/, the tools that drive them tools/."""
+    lines = {str(p.relative_to(PKG.parent)): len(p.read_text().splitlines()) for p in scripts("benchmarks")}
+    assert sum(lines.values()) <= 4000, sorted(lines.items(), key=lambda kv: -kv[1])[:8]
+
+
+def test_the_rooms_beside_the_package_stand_in_order():
+    """tools/ (bench-check, re-measuring what is stale, CI on a fresh clone, the GPU wheels and lease) stands on
+    reports/ (results to pages) and benchmarks/; reports/ stands on benchmarks/. Nothing imports back up: no
+    benchmark imports a page renderer or a tool, no renderer a tool."""
     import ast
 
-    tools = {p.stem for p in (PKG.parent / "tools").glob("*.py")}
-    assert {"bench_stale", "bench_fresh_clone", "gpu_wheels"} <= tools
+    tools = {p.stem for p in scripts("tools")}
+    assert {"bench_check", "bench_stale", "bench_fresh_clone", "gpu_wheels"} <= tools
+    above = {"benchmarks": tools | {"tools", "reports"}, "reports": tools | {"tools"}}
     back = {}
-    for path in (p for p in (PKG.parent / "benchmarks").rglob("*.py") if "results" not in p.parts):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            hits = [n for n in names if n.split(".")[0] in tools | {"tools"}]
-            if hits:
-                back[str(path.relative_to(PKG.parent))] = hits
+    for room, banned in above.items():
+        for path in scripts(room):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                hits = [n for n in names if n.split(".")[0] in banned]
+                if hits:
+                    back[str(path.relative_to(PKG.parent))] = hits
     assert not back, back
 
 

@@ -2,7 +2,7 @@
 
 A line that starts with ``<!--`` opens an HTML block in CommonMark (GitHub's renderer) and in the docs
 site: the paragraph splits there and the rest of the line is shown raw, markdown and all. Numbers the
-reports render sit between ``<!--f:name-->`` and ``<!--/f-->`` (``benchmarks/report.py``), so a line
+reports render sit between ``<!--f:name-->`` and ``<!--/f-->`` (``reports/render.py``), so a line
 break just before one breaks the page. Checked two ways on README.md, every docs page and every
 notebook's markdown: no line starts with a marker, and a CommonMark renderer (markdown-it) puts no
 marker in an HTML block of its own.

@@ -1,6 +1,6 @@
 """The numbers of the README, the docs pages and the notebooks are what benchmarks/results/ says.
 
-``benchmarks/report.py`` renders every block between ``<!-- report:NAME -->`` markers from the
+``reports/render.py`` renders every block between ``<!-- report:NAME -->`` markers from the
 results files the benchmark scripts write; a hand-edited number, or a results file committed
 without re-rendering, fails here."""
 
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import report  # noqa: E402  (benchmarks/report.py)
-import staleness  # noqa: E402  (benchmarks/staleness.py)
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]   # reports/ (a package at the root) and benchmarks/
 from reports import format as report_format  # noqa: E402
 from reports import pins as report_pins  # noqa: E402
-from staleness import (  # noqa: E402
+from reports import render as report  # noqa: E402  (reports/render.py)
+from reports import staleness  # noqa: E402  (reports/staleness.py)
+from reports.staleness import (  # noqa: E402
     STALE_NOTE,
     git,
     moved,
@@ -39,7 +39,7 @@ def test_rendered_blocks_match_the_results(path):
     old, new = report.render_file(path)
     if shallow():
         old, new = STALE_NOTE.sub("", old), STALE_NOTE.sub("", new)
-    assert old == new, f"{path.name} is out of date: run python benchmarks/report.py"
+    assert old == new, f"{path.name} is out of date: run python reports/render.py"
 
 
 def test_every_readme_and_benchmarks_page_block_has_its_results():
@@ -50,7 +50,7 @@ def test_every_readme_and_benchmarks_page_block_has_its_results():
     page = report.BLOCK.findall((ROOT / "docs" / "benchmarks.md").read_text())
     assert len(readme) >= 3 and len(page) >= 8
     waiting = [name for _, name, body, _ in readme + page if "(not measured yet" in body and name != "fresh-clone"]
-    assert not waiting, f"run the benchmarks these blocks name, then benchmarks/report.py: {waiting}"
+    assert not waiting, f"run the benchmarks these blocks name, then reports/render.py: {waiting}"
 
 
 def test_every_results_file_is_shown_somewhere():

@@ -1,4 +1,4 @@
-"""benchmarks/reports/gpu.py: what has run on a GPU, read from the lease folders' reports and logs."""
+"""reports/gpu.py: what has run on a GPU, read from the lease folders' reports and logs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]   # reports/ (a package at the root) and benchmarks/
 from reports import gpu as report_gpu  # noqa: E402
 
 

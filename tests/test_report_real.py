@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from reports import real as report_real  # noqa: E402  (benchmarks/reports/real.py)
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]   # reports/ (a package at the root) and benchmarks/
+from reports import real as report_real  # noqa: E402  (reports/real.py)
 
 
 def results(runs: list[tuple[str, int, float, str]]) -> dict:

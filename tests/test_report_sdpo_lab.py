@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import reports.sdpo_lab as lab  # noqa: E402  (benchmarks/reports/sdpo_lab.py)
-import reports.sdpo_room as room  # noqa: E402  (benchmarks/reports/sdpo_room.py)
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]   # reports/ (a package at the root) and benchmarks/
+import reports.sdpo_lab as lab  # noqa: E402  (reports/sdpo_lab.py)
+import reports.sdpo_room as room  # noqa: E402  (reports/sdpo_room.py)
 
 
 def results() -> dict:

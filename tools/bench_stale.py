@@ -15,7 +15,7 @@ folder, run with this python and ``PYTHONPATH`` on the worktree (its ``sdpo_kit`
 install's), so the results carry HEAD's commit whatever is uncommitted here. As each command finishes,
 its results files are copied into ``benchmarks/results/`` here (with what it wrote under
 ``benchmarks/results/executed/``: the executed notebooks of ``bench_notebooks.py --full``); a command that fails is reported and
-the others still run. Last, ``report.py`` renders the text here; commit the results and the text.
+the others still run. Last, ``reports/render.py`` renders the text here; commit the results and the text.
 
 The plan is printed before anything runs. Left out on purpose: running benchmarks side by side (they
 time themselves, and several already use both cores with ``--jobs 2``).
@@ -34,10 +34,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the results' machinery it drives
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # the results' machinery it drives, and the pages
 from experiments import EXPERIMENTS, script_path, typed  # noqa: E402
-from report import MAKERS  # noqa: E402
-from staleness import ROOT, describe, scan  # noqa: E402
+
+from reports.render import MAKERS  # noqa: E402
+from reports.staleness import describe, scan  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 # the order results files are re-measured in, and what each one's benchmark reads (made before it): as
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     failed = run(steps, args.keep)
     print("\nrendering the report:", flush=True)
-    subprocess.run([sys.executable, "benchmarks/report.py"], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, "reports/render.py"], cwd=ROOT, check=True)
     if failed:
         print("FAILED (their old results stay):\n  " + "\n  ".join(failed), file=sys.stderr)
         return 1

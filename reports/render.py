@@ -1,10 +1,11 @@
 """Render the number tables of the README, docs/benchmarks.md (every benchmark's) and the concept pages, and the
 notebooks' reference figures, from benchmarks/results/.
 
-    python benchmarks/report.py            # rewrite what sits between the report markers
-    python benchmarks/report.py --check    # exit 1 if a rendered file is out of date or a results file
+    python reports/render.py            # rewrite what sits between the report markers
+    python reports/render.py --check    # exit 1 if a rendered file is out of date or a results file
                                            # has no sound provenance; list the stale results files
-    python benchmarks/report.py --stale    # list the stale results files only (exit 0)
+    python reports/render.py --stale    # list the stale results files only (exit 0)
+    python reports/render.py --show demo   # print the tables one results file renders (a name, or a path)
 
 A block in README.md, a docs page or a notebook's markdown cell looks like
 
@@ -36,9 +37,12 @@ import re
 import sys
 from pathlib import Path
 
-from experiments import EXPERIMENTS, typed
-from reports.algorithms import export_fields, export_table, ppo, ppo_fields, sdpo, sdpo_fields, vapor
-from reports.code import (
+# run as a script: the repository's root (this folder is the ``reports`` package) and the experiments' declarations
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "benchmarks")]
+from experiments import EXPERIMENTS, typed  # noqa: E402
+
+from reports.algorithms import export_fields, export_table, ppo, ppo_fields, sdpo, sdpo_fields, vapor  # noqa: E402
+from reports.code import (  # noqa: E402
     code_lab,
     code_lab_discovery,
     code_lab_discovery_fields,
@@ -48,13 +52,13 @@ from reports.code import (
     sdpo_head_start,
     sdpo_head_start_fields,
 )
-from reports.course import first_run, first_run_fields, lab_heldout_fields
-from reports.demo import demo, demo_plateau, demo_plateau_fields, demo_variant, lab, speed
-from reports.docs import DOC_FIELDS
-from reports.gpu import gpu_runs_table, gpu_status_fields
-from reports.notebooks import fresh_clone, notebook_fields, notebook_reference, notebook_wall_fields, notebooks
-from reports.pins import install_pip, pins_fields
-from reports.real import (
+from reports.course import first_run, first_run_fields, lab_heldout_fields  # noqa: E402
+from reports.demo import demo, demo_plateau, demo_plateau_fields, demo_variant, lab, speed  # noqa: E402
+from reports.docs import DOC_FIELDS  # noqa: E402
+from reports.gpu import gpu_runs_table, gpu_status_fields  # noqa: E402
+from reports.notebooks import fresh_clone, notebook_fields, notebook_reference, notebook_wall_fields, notebooks  # noqa: E402
+from reports.pins import install_pip, pins_fields  # noqa: E402
+from reports.real import (  # noqa: E402
     real_decode,
     real_fields,
     real_learn,
@@ -65,7 +69,7 @@ from reports.real import (
     real_tasks,
     real_tasks_fields,
 )
-from reports.sdpo_lab import (
+from reports.sdpo_lab import (  # noqa: E402
     sdpo_lab,
     sdpo_lab_ablations,
     sdpo_lab_ablations_fields,
@@ -76,7 +80,7 @@ from reports.sdpo_lab import (
     sdpo_lab_stability,
     sdpo_lab_summary,
 )
-from reports.sdpo_room import (
+from reports.sdpo_room import (  # noqa: E402
     sdpo_lab_headroom,
     sdpo_lab_headroom_fields,
     sdpo_lab_room,
@@ -84,7 +88,7 @@ from reports.sdpo_room import (
     sdpo_lab_transfer,
     sdpo_lab_transfer_fields,
 )
-from staleness import STALE_NOTE, describe, scan, shallow
+from reports.staleness import STALE_NOTE, describe, scan, shallow  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -240,12 +244,38 @@ def render_file(path: Path) -> tuple[str, str]:
     return old, (json.dumps(nb, indent=1, ensure_ascii=False) + "\n" if changed else old)
 
 
+def show(file: str) -> str:
+    """The blocks a results file renders, as the pages show them: ``file`` is a results file's name (``demo``,
+    ``demo.json``) or the path a script's ``--out`` wrote; a name of one's own renders as its experiment's
+    (``demo_my_try`` as ``demo``: ``experiments.experiment``)."""
+    from experiments import experiment
+
+    path = Path(file) if Path(file).suffix == ".json" and Path(file).exists() else RESULTS / f"{Path(file).stem}.json"
+    if not path.exists():
+        raise SystemExit(f"no results file {path}")
+    res, stem = {**json.loads(path.read_text()), "stem": path.stem}, path.stem
+    if not any(f == stem for f, _ in BLOCKS.values()):
+        base = experiment(stem)
+        stem = next(s for s, e in EXPERIMENTS.items() if e is base)
+    shown = [f"{name}:\n{renderer(res)}" for name, (f, renderer) in BLOCKS.items() if f == stem
+             and not (name.startswith("nb") and name[2:].isdigit())]
+    if shown:
+        return "\n\n".join(shown)
+    return "\n".join(f"{name}.{k}: {v}" for name, (f, fields) in FIELDS.items() if f == stem   # the prose's numbers
+                     and not (name.startswith("nb") and name[2:].isdigit()) for k, v in fields(res).items())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--show", metavar="RESULTS", help="print the tables one results file renders (a name, e.g. demo, "
+                    "or a path a script's --out wrote); change nothing")
     ap.add_argument("--check", action="store_true", help="list what is out of date or stale; change nothing; exit 1 "
                     "on out-of-date text or a results file without sound provenance, not on staleness alone")
     ap.add_argument("--stale", action="store_true", help="list the stale results files only; change nothing")
     args = ap.parse_args(argv)
+    if args.show:
+        print(show(args.show))
+        return 0
     findings = scan(RESULTS)
     stale = [f for f in findings if f.stale and not f.problems]
     if args.stale:

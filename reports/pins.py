@@ -1,4 +1,4 @@
-"""The install page's version pins, read from the files that set them (``report.py`` renders them).
+"""The install page's version pins, read from the files that set them (``render.py`` renders them).
 
 ``docs/install.md`` quotes pins that live elsewhere: the ``colab`` extra and the supported ranges in
 ``pyproject.toml``, the CI set in ``constraints.txt``, and the wheels ``tools/gpu_wheels.py``
@@ -17,7 +17,7 @@ try:
 except ModuleNotFoundError:  # python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SPEC = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*?)\s*$")   # "name[extra] >=1,<2" -> name, spec
 
 

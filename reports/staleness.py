@@ -1,7 +1,7 @@
 """Whether a results file still measures what the code does: what fails ``make test``, and what only warns.
 
 A results file (``benchmarks/results/<name>.json``, written by ``_common.write_results``) names the
-commit it was made at, the files it measures and its behaviour fingerprint (``fingerprint.py``: a short
+commit it was made at, the files it measures and its behaviour fingerprint (``benchmarks/fingerprint.py``: a short
 deterministic replay of what it measured, taken when it was measured). Two kinds of finding, kept apart
 on purpose:
 
@@ -12,11 +12,11 @@ on purpose:
   last_check.json``, committed) replayed the file's fingerprint and got something else, or the file
   carries no fingerprint. A comment, a docstring or a refactor that keeps behaviour marks nothing. A
   stale result is still rendered, and every block that shows it says so on its provenance line
-  (``stale_note``); ``report.py --check`` and ``--stale`` list the stale files and ``make bench-stale``
+  (``stale_note``); ``render.py --check`` and ``--stale`` list the stale files and ``make bench-stale``
   re-measures them. ``make test`` does not fail on staleness alone.
 
 A number inside a sentence (a report field) is not marked: a note in the middle of a sentence would
-break it. The block a field's results file renders, ``report.py --check`` and ``make bench-stale``'s
+break it. The block a field's results file renders, ``render.py --check`` and ``make bench-stale``'s
 plan say it instead.
 
 The notes read committed files only (the results and the last check), never the working tree or its

@@ -1,6 +1,6 @@
 """The notebooks' own runs (``bench_notebooks.py``) in the report: each notebook's reference figures (the
 ``RESULTS`` dict of its full-size run) as a block and as fields, and how long each notebook takes, so a
-notebook's **Runtime** line quotes a measured time (``report.py`` registers them in ``BLOCKS`` / ``FIELDS``); and
+notebook's **Runtime** line quotes a measured time (``render.py`` registers them in ``BLOCKS`` / ``FIELDS``); and
 what CI takes on a fresh clone (``bench_fresh_clone.py``), leg by leg."""
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The report's formatting pieces: numbers, markdown tables and the provenance line
-(``report.py`` and its per-benchmark renderers share them)."""
+(``render.py`` and its per-benchmark renderers share them)."""
 
 from __future__ import annotations
 
 from experiments import EXPERIMENTS
-from staleness import stale_note
+
+from reports.staleness import stale_note
 
 
 def fmt(v, digits: int = 3) -> str:

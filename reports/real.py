@@ -1,4 +1,4 @@
-"""The real CPU model's blocks and fields (``bench_real.py``'s results files), for ``report.py``.
+"""The real CPU model's blocks and fields (``bench_real.py``'s results files), for ``render.py``.
 
     real-tasks   held-out accuracy of each word_problems level: greedy, sampled, groups with a signal
     real-speed   s/step, trained tokens per second and peak memory of every algorithm and backend,

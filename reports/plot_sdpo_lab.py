@@ -1,6 +1,6 @@
 """The skill lab's figure for the docs, from ``benchmarks/results/sdpo_lab.json``.
 
-    python benchmarks/plot_sdpo_lab.py [--results FILE] [--out docs/img/sdpo_lab.png]
+    python reports/plot_sdpo_lab.py [--results FILE] [--out docs/img/sdpo_lab.png]
 
 Left: each SDPO method's final held-out accuracy minus GRPO's, seed by seed, at each dial setting
 (dots; the line joins the medians): the toy version of the paper's model-size figure. Right: held-out
@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
-from reports.sdpo_lab import paired_diff, runs_of
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))   # run as a script: this folder is the ``reports`` package
+from reports.sdpo_lab import paired_diff, runs_of  # noqa: E402
 
 
 def plot(res: dict, out: Path) -> Path:

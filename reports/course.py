@@ -7,7 +7,7 @@ from pathlib import Path
 
 from reports.format import md_table, provenance
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def first_run(res: dict) -> str:

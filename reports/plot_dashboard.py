@@ -1,6 +1,6 @@
 """The dashboard's picture for the README and the docs, from a real run of the demo config.
 
-    python benchmarks/plot_dashboard.py [--steps 150] [--out docs/img/dashboard.png]
+    python reports/plot_dashboard.py [--steps 150] [--out docs/img/dashboard.png]
 
 Trains configs/demo.yaml (the tiny lab, GRPO, scratch loop) for ``--steps`` steps with a
 ``core.dashboard.Dashboard`` among the callbacks, then writes ``Dashboard.snapshot``: the status line,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from reports.format import md_table
 
-GPU_RESULTS = Path(__file__).resolve().parents[1] / "results" / "gpu"
+GPU_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "gpu"
 GPU_NOT_RUN = "a T4, the T4 profile's Qwen2.5-0.5B-Instruct (no hub on the lent machine) and vLLM"
 
 
