@@ -88,7 +88,7 @@ def test_a_replay_is_deterministic_and_a_changed_behaviour_moves_it(monkeypatch)
 def test_check_names_each_results_file_whose_replay_moved(tmp_path, monkeypatch, capsys):
     """make bench-check: exit 1 naming the results file whose replay moved (and where), not the one that
     matches; a results file without a fingerprint is named too; exit 0 once all match. What it replayed
-    is recorded (last_check.json) for the pages' Stale notes."""
+    is recorded (last_check.json) for the pages' Stale notes, and the pages are rendered from it."""
     replay = {"steps": [{"step": 1, "loss": 0.5}], "before": 0.1, "after": 0.2, "weights": [3.0, 4.0]}
     for stem, fp in (("demo", {"demo": replay}), ("vapor", {"vapor": {**replay, "after": 0.3}})):
         (tmp_path / f"{stem}.json").write_text(json.dumps({"benchmark": stem, "fingerprint": {"commit": "abc",
@@ -106,7 +106,8 @@ def test_check_names_each_results_file_whose_replay_moved(tmp_path, monkeypatch,
     assert recorded["replays"]["vapor"] == replay and list(recorded["moved"]) == ["vapor"]
     (tmp_path / "vapor.json").write_text(json.dumps({"benchmark": "vapor", "fingerprint": {"commit": "abc",
                                                                                             "replays": {"vapor": replay}}}))
-    assert bench_check.check() == 0
+    rendered = []   # make bench-check renders the pages from the record it wrote (their Stale notes follow it)
+    assert bench_check.check(render=rendered.append) == 0 and rendered == [[]]
     (tmp_path / "lab.json").write_text(json.dumps({"benchmark": "lab"}))
     assert bench_check.check() == 1 and "lab.json: no fingerprint" in capsys.readouterr().out
 

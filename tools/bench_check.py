@@ -10,13 +10,14 @@ A fingerprint (``benchmarks/fingerprint.py``: the replays, what they record, the
 file is written. ``check`` replays every fingerprint at the working tree (each replay once, however many results
 files carry it), writes what it saw to ``benchmarks/results/check/last_check.json`` and exits 0 when every results
 file's fingerprint matches, else 1, naming each results file whose replay differs (``demo.json``) and the first
-value that moved. A replay is bit-for-bit the same on one machine. Another CPU rounds differently, and a replay
-that samples and trains turns a last bit into another token: on an AMD Zen 5 every tiny-lab replay moved at
-unchanged code (2026-11-28). So a replay that differs from a fingerprint is **re-based** before it counts: the
-fingerprint's own commit is replayed on this machine (a temporary worktree), and the file moved only when the code
-now replays differently from that (``rebase``, recorded in ``last_check.json`` as ``rebased``). The pages say
-"Stale" for exactly the files the last check found moved (``reports/staleness.py``), and ``make bench-stale``
-(``tools/bench_stale.py``) re-measures those.
+value that moved; then it renders the pages (``reports/render.py``), whose Stale notes follow that record: commit
+the record and the pages together. A replay is bit-for-bit the same on one machine. Another CPU rounds
+differently, and a replay that samples and trains turns a last bit into another token: on an AMD Zen 5 every
+tiny-lab replay moved at unchanged code (2026-11-28). So a replay that differs from a fingerprint is **re-based**
+before it counts: the fingerprint's own commit is replayed on this machine (a temporary worktree), and the file
+moved only when the code now replays differently from that (``rebase``, recorded in ``last_check.json`` as
+``rebased``). The pages say "Stale" for exactly the files the last check found moved (``reports/staleness.py``),
+and ``make bench-stale`` (``tools/bench_stale.py``) re-measures those.
 """
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ def load_results(stems=None) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in paths if stems is None or p.stem in stems}
 
 
-def check(stems=None) -> int:
-    """Replay every fingerprint at the working tree; record it in ``LAST_CHECK``; 0 when all match."""
+def check(stems=None, render=None) -> int:
+    """Replay every fingerprint at the working tree; record it in ``LAST_CHECK``; 0 when all match. ``render``
+    (``reports.render.main``, as ``make bench-check`` runs it) then rewrites the pages' Stale notes from the record."""
     results = load_results(stems)
     names = needed(results)
     print(f"bench-check: {len(names)} replays for {len(results)} results files", flush=True)
@@ -125,6 +127,8 @@ def check(stems=None) -> int:
         print(f"  {s}.json: {why}")
     print(f"bench-check: {len(found) - len(moved)} of {len(found)} results files replay as measured "
           f"({record['seconds']} s)" + (f"; moved: {', '.join(f'{s}.json' for s in sorted(moved))}" if moved else ""))
+    if stems is None and render is not None:   # the pages' Stale notes follow the record: commit both together
+        render([])
     return 1 if moved else 0
 
 
@@ -165,7 +169,10 @@ def main(argv=None) -> int:
     if args.cmd == "stamp":
         stamp(stems, args.force)
         return 0
-    return check(stems)
+    sys.path.insert(0, str(ROOT))
+    from reports.render import main as render  # the pages' Stale notes, rewritten from the new record
+
+    return check(stems, render)
 
 
 if __name__ == "__main__":
