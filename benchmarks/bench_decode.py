@@ -1,32 +1,31 @@
-"""Where the real model's sampling time goes: one GRPO batch of ``configs/real_grpo.yaml`` (4 prompts x 4
-samples, 48 tokens at temperature 0.7) through ``core.sampling.sample``, on 2 threads.
+"""Where the real model's sampling time goes, most of its scratch GRPO step (``real_speed.json``): one batch of
+``configs/real_grpo.yaml`` (4 prompts x 4 samples, 48 tokens at temperature 0.7) through ``core.sampling.sample``.
 
     python benchmarks/bench_decode.py [--threads 2] [--repeats 3]    -> results/real_decode.json
 
-Sampling is most of a scratch GRPO step on this model (``real_speed.json``'s ``breakdown_s``). Measured here:
-
     lora      seconds to sample the batch with the LoRA adapters beside the frozen base weights (three matmuls
               a layer): ``core.sampling``'s fold switched off
-    merged    the same as sampling runs it: each adapter folded into a new base weight tensor (W + s B A) and
-              the adapters switched off (``core.sampling.merged_lora``; the original tensors come back after,
-              bit for bit); ``rows_identical`` the share of sampled rows equal to the LoRA ones
-    ops       torch.profiler's self CPU seconds of the merged run, by op: ``aten::mm`` is the matmuls (each
-              decode step reads every weight for 16 tokens, so they run far below the matmul's GFLOP/s),
-              ``aten::uniform_`` and ``aten::log1p`` the draw over the whole vocabulary (``core.sampling.draw``),
-              ``aten::cat`` and ``aten::copy_`` the growing KV cache
+    merged    as sampling runs it: each adapter folded into a new base weight (W + s B A; ``merged_lora``, the
+              originals back after, bit for bit); ``rows_identical`` the share of rows equal to the LoRA ones
+    ops       torch.profiler's self CPU seconds of the merged run, by op: ``aten::mm`` the matmuls (16 tokens a
+              read of every weight: far below the matmul's GFLOP/s), ``aten::uniform_`` and ``aten::log1p`` the
+              draw (``core.sampling.draw``), ``aten::cat`` and ``aten::copy_`` the growing KV cache
     floor     what bounds it: a decode step reads every weight once (``weights_mb``, fp32), so a batch of T
               steps takes at least T x weights / bandwidth, with the bandwidth a plain tensor copy reaches
               (``copy_gb_s``: bytes read plus written a second, 512 MiB) standing in for the weights' read
     draw      ``draw_s``: the batch's draws alone, ``torch.multinomial`` against ``core.sampling.draw``, which
               sampling calls (the same tokens from the same random numbers, checked here on every draw)
+    bf16      a probe, not what training runs: the same batch from a bfloat16 copy of the folded weights (``bf16_s``;
+              the copy's cast ``bf16_cast_s``); ``rows_identical_bf16`` the share of rows equal to the fp32 ones
 
-The adapter's B is drawn at random (std 0.01) so the merge changes the weights, as after training. Medians
-over ``--repeats`` runs after one warm-up run; the same seed for every run.
+The adapter's B is drawn at random (std 0.01) so the merge changes the weights, as after training. Medians over
+``--repeats`` runs after a warm-up run, the same seed for each.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 from unittest import mock
 
@@ -80,7 +79,7 @@ def main():
     torch.set_num_threads(args.threads)
     from torch.profiler import ProfilerActivity, profile
 
-    from sdpo_kit.core.sampling import sample
+    from sdpo_kit.core.sampling import merged_lora, sample
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import load_config, make_task
 
@@ -93,10 +92,10 @@ def main():
             if "lora_B" in name:
                 p.normal_(0, 0.01, generator=torch.Generator().manual_seed(0))
 
-    def run():
+    def run(policy=model):
         torch.manual_seed(0)
         t0 = time.perf_counter()
-        ro = sample(model, tok, [r["prompt"] for r in rows], max_new_tokens=tc.max_completion_length,
+        ro = sample(policy, tok, [r["prompt"] for r in rows], max_new_tokens=tc.max_completion_length,
                     temperature=tc.temperature, num_return_sequences=tc.num_generations)
         return time.perf_counter() - t0, ro.completion_ids
 
@@ -104,6 +103,10 @@ def main():
     with mock.patch("sdpo_kit.core.sampling.mergeable_lora_layers", return_value=None):  # the fold off
         lora = [run() for _ in range(args.repeats)]
     merged = [run() for _ in range(args.repeats)]
+    t0 = time.perf_counter()
+    with merged_lora(model):   # lower precision is another policy: sampling from it would be off-policy
+        half = copy.deepcopy(model).to(torch.bfloat16)
+    cast_s, bf16 = time.perf_counter() - t0, [run(half) for _ in range(args.repeats)]
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         run()
     a, b = lora[0][1], merged[0][1]
@@ -113,7 +116,9 @@ def main():
     ops = {e.key: e.self_cpu_time_total / 1e6 for e in events[:8]}
     runs = [{"variant": "lora", "seconds": [t for t, _ in lora]}, {"variant": "merged", "seconds": [t for t, _ in merged]}]
     summary = {"lora_s": median(runs[0]["seconds"]), "merged_s": median(runs[1]["seconds"]), "rows_identical": same,
-               "batch": list(a.shape), "ops_s": ops, "profiled_s": total}
+               "batch": list(a.shape), "ops_s": ops, "profiled_s": total, "bf16_s": median([t for t, _ in bf16]),
+               "bf16_cast_s": cast_s, "rows_identical_bf16": (bf16[0][1] == b).all(1).float().mean().item()
+               if bf16[0][1].shape == b.shape else 0.0}
     summary["merged_over_lora"] = summary["merged_s"] / summary["lora_s"]
     summary["s_per_token_step"] = summary["lora_s"] / a.shape[1]
     # what bounds a decode step: it reads every weight once (the tied embedding once, as the output layer)

@@ -54,7 +54,7 @@ import tempfile
 import time
 
 import torch
-from _common import git_commit, machine, median, parse_args, results_path, run_config, write_results
+from _common import git_commit, median, parse_args, results_path, run_config, write_results
 
 CONFIGS = {"grpo": "configs/real_grpo.yaml", "sdpo": "configs/real_sdpo.yaml", "vapor": "configs/real_vapor.yaml",
            "ppo": "configs/real_ppo.yaml"}
@@ -305,7 +305,6 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="learn: config overrides")
     args = parse_args(ap)
     torch.set_num_threads(args.threads)
-    print(f"machine: {machine()}", flush=True)
     if args.what == "tasks":
         runs = bench_tasks(args.n, args.samples)
         done = [r for r in runs if "greedy" in r]

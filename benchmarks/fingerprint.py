@@ -254,10 +254,9 @@ def main(argv=None) -> int:
     """``python benchmarks/fingerprint.py child --root TREE NAME ...``: the replays and digests ``NAME`` of the tree at
     ``TREE``, printed as one JSON line (``run_child`` starts it; ``make bench-check`` is tools/bench_check.py)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    ch = sub.add_parser("child", help="replay NAMES of the tree at --root; print their values as one JSON line")
-    ch.add_argument("--root", required=True)
-    ch.add_argument("names", nargs="+")
+    ap.add_argument("cmd", choices=["child"], help="replay NAMES of the tree at --root; print one JSON line")
+    ap.add_argument("--root", required=True)
+    ap.add_argument("names", nargs="+")
     args = ap.parse_args(argv)
     # the tree's sdpo_kit only: an editable install's finder would fill its gaps from HEAD
     sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in getattr(f, "__name__", type(f).__name__).lower()]

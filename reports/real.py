@@ -107,7 +107,20 @@ def draw(s: dict, T: int) -> list[str]:
     d = s["draw_s"]
     return ["", f"The draw alone: {T} calls of `torch.multinomial` over the whole vocabulary take "
                 f"{d['multinomial']:.2f} s; `core.sampling.draw`, which sampling calls, takes **{d['draw']:.2f} s** for "
-                "the same tokens: the same exponential race from the same random numbers, its logarithms vectorised."]
+                "the same tokens: the same exponential race from the same random numbers, its logarithms vectorised.",
+            *half(s)]
+
+
+def half(s: dict) -> list[str]:
+    """The bf16 probe: the batch sampled from a bfloat16 copy of the folded weights (absent in files before it)."""
+    if "bf16_s" not in s:
+        return []
+    return ["", f"A probe of lower precision, not what training runs: from a bfloat16 copy of the folded weights the "
+                f"batch takes **{s['bf16_s']:.1f} s** ({s['bf16_s'] / s['merged_s']:.2f} of the fp32 run's; the cast "
+                f"{s['bf16_cast_s']:.2f} s more), and {s['rows_identical_bf16']:.0%} of its rows are the fp32 run's. "
+                "A sampler in another precision is another policy: training on its samples would be off-policy by "
+                "that much, which TRL's vLLM path corrects with truncated importance weights; this kit samples in "
+                "the precision it trains in."]
 
 
 def real_learn(res: dict) -> str:
