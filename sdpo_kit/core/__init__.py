@@ -3,6 +3,7 @@
     logprobs.py    ``tempered`` (the one place a temperature meets the logits), per-token log-probs without a
                    (B, T, V) copy, masked reductions, KL k1 / k2 / k3
     sampling.py    on-policy sampling (a complete GenerationConfig), prompt encoding, completion log-probs
+    decoding.py    the token-by-token loop sampling runs (generate's draws, a CPU's faster matmul layout)
     scratch.py     the scaffold every scratch loop runs in: RunConfig, row sampler, optimizer and
                    schedule, evaluation schedule, metrics sink, checkpoints and resume
     precision.py   mixed precision chosen from the device (fp32 on a CPU, bf16 from compute

@@ -4,8 +4,9 @@ Prompts are chat message lists (rendered with the tokenizer's chat template) or 
 strings (used as they are). Generation is left-padded and batched, never a loop over single
 prompts. ``sample`` runs each distinct prompt once (its KV cache repeated for the G completions
 of its group, as ``shared_prompt_logprobs`` does for the loss) and then decodes token by token in
-``decode``: the same forwards, processors and random draws as transformers' ``generate`` (the
-tests check it token for token), without running every prompt G times. A model whose forward
+``core.decoding.decode``: the same forwards, processors and random draws as transformers' ``generate`` (the
+tests check it token for token), without running every prompt G times, its matmuls in the layout a CPU runs
+faster for a few rows (``few_row_linears``). A model whose forward
 returns no usable cache (Unsloth's patched forward on a GPU) samples through ``generate``. LoRA
 adapters are folded into their base weights while sampling (``merged_lora``: one matmul a layer, the
 same policy up to float rounding).
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from transformers import GenerationConfig
 
+from sdpo_kit.core.decoding import decode, draw, few_row_linears, logits_processors  # noqa: F401 (re-exported)
 from sdpo_kit.core.unsloth_patches import fit_to_unsloth
 
 
@@ -151,7 +153,7 @@ def sample(model, tokenizer, prompts, *, max_new_tokens: int, do_sample: bool = 
     prompt_mask = enc["attention_mask"].repeat_interleave(G, 0)                  # (B, P)
     config = sampling_config(model, tokenizer, max_new_tokens=max_new_tokens, do_sample=do_sample,
                              temperature=temperature, top_k=top_k, top_p=top_p)
-    with eval_mode(model), neutral_generation_defaults(model), merged_lora(model):
+    with eval_mode(model), neutral_generation_defaults(model), merged_lora(model), few_row_linears(model):
         completion_ids = decode(model, enc["input_ids"], enc["attention_mask"], config, G)  # (B, T) or None
         if completion_ids is None:   # no usable KV cache: transformers' generate, every prompt G times
             out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
@@ -217,86 +219,6 @@ def merged_lora(model):
     finally:
         for base, weight in swapped:
             base.weight = weight
-
-
-def logits_processors(config: GenerationConfig):
-    """What ``generate`` applies to the next-token logits when sampling: temperature, then top-k, then
-    top-p (transformers' own warpers, each only when it changes something); nothing when greedy."""
-    from transformers.generation import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
-
-    out = LogitsProcessorList()
-    if config.do_sample:
-        if config.temperature is not None and config.temperature != 1.0:
-            out.append(TemperatureLogitsWarper(config.temperature))
-        if config.top_k:
-            out.append(TopKLogitsWarper(top_k=config.top_k, min_tokens_to_keep=1))
-        if config.top_p is not None and config.top_p < 1.0:
-            out.append(TopPLogitsWarper(top_p=config.top_p, min_tokens_to_keep=1))
-    return out
-
-
-def draw(probs: torch.Tensor) -> torch.Tensor:
-    """One token per row of ``probs`` (B, V), the very token ``torch.multinomial(probs, 1)`` draws, from the
-    same random numbers, in about a third of its time on a CPU (real_decode.json).
-
-    torch draws one sample as argmax_v p_v / q_v, q_v ~ Exp(1) (the exponential race), and a CPU makes each
-    q_v as -log(1 - u_v) from a float64 uniform u_v, one element at a time. Here the uniforms come from
-    ``torch.rand`` (the same generator, the same order) and the logarithm runs vectorised: q is equal bit
-    for bit (``tests/test_sampling.py`` holds it to ``torch.multinomial``). Elsewhere (a GPU, another
-    dtype) it is ``torch.multinomial``."""
-    if probs.device.type != "cpu" or probs.dtype != torch.float32 or probs.dim() != 2:
-        return torch.multinomial(probs, 1).squeeze(1)
-    if not bool(((probs >= 0) & (probs < float("inf"))).all()) or bool((probs.sum(-1) == 0).any()):
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0, or a row sums to 0")
-    q = torch.log1p(-torch.rand(probs.shape, dtype=torch.float64)).neg_().float()   # (B, V) Exp(1), as torch's
-    return (probs / q).argmax(-1)                                                   # (B,)
-
-
-@torch.no_grad()
-def decode(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, config: GenerationConfig,
-           group_size: int = 1) -> torch.Tensor | None:
-    """Completion ids (B, T), B = n prompts x ``group_size``, each prompt's G rows in a row; None when the
-    model's forward returns no KV cache this loop can repeat (then ``sample`` calls ``generate``).
-
-    The n distinct prompts (n, P) run once; their cache is repeated G times, and each step feeds the
-    B last tokens back. Every step draws as ``generate`` does: logits in fp32, the processors of
-    ``logits_processors``, softmax, one ``torch.multinomial`` draw over (B, V) (``draw``; argmax when greedy); a
-    finished row gets ``pad_token_id``; it stops when every row has emitted an eos or after
-    ``max_new_tokens``. T is the number of steps taken."""
-    G, eos = group_size, torch.as_tensor(config.eos_token_id, device=prompt_ids.device).reshape(-1)
-    position_ids = (prompt_mask.cumsum(-1) - 1).masked_fill(prompt_mask == 0, 1)  # (n, P) as generate does
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids, use_cache=True,
-                logits_to_keep=1)
-    cache = out.past_key_values
-    if cache is None or not hasattr(cache, "batch_repeat_interleave") or cache.get_seq_length() != prompt_ids.size(1):
-        return None
-    if G > 1:
-        cache.batch_repeat_interleave(G)                                          # (B, heads, P, d) per layer
-    logits = out.logits[:, -1].float().repeat_interleave(G, 0)                    # (B, V)
-    mask = prompt_mask.repeat_interleave(G, 0)                                    # (B, P)
-    position = position_ids[:, -1:].repeat_interleave(G, 0)                       # (B, 1)
-    processors = logits_processors(config)
-    B = mask.size(0)
-    unfinished = torch.ones(B, dtype=torch.bool, device=mask.device)              # (B,)
-    tokens = []
-    for step in range(config.max_new_tokens):
-        seen = torch.stack(tokens, 1) if tokens else mask.new_zeros(B, 0)         # (B, t) for the processors
-        scores = processors(seen, logits)                                         # (B, V)
-        if config.do_sample:
-            next_ids = draw(torch.softmax(scores, -1))                            # (B,)
-        else:
-            next_ids = scores.argmax(-1)                                          # (B,)
-        next_ids = torch.where(unfinished, next_ids, torch.full_like(next_ids, config.pad_token_id))
-        tokens.append(next_ids)
-        unfinished &= ~torch.isin(next_ids, eos)
-        if not unfinished.any() or step == config.max_new_tokens - 1:
-            break
-        mask = torch.cat([mask, mask.new_ones(B, 1)], 1)                          # (B, P+t+1)
-        position = position + 1                                                   # (B, 1)
-        out = model(input_ids=next_ids[:, None], attention_mask=mask, position_ids=position, past_key_values=cache,
-                    use_cache=True)
-        logits = out.logits[:, -1].float()                                        # (B, V)
-    return torch.stack(tokens, 1)                                                 # (B, T)
 
 
 def generate_completions(model, tokenizer, prompts, *, max_new_tokens: int,
