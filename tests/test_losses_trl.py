@@ -256,3 +256,39 @@ def test_backends_agree_on_left_padded_prompts_of_different_lengths(lab, tmp_pat
     torch.testing.assert_close(loss, trl_loss, **FP32)
     for p, trl_grad in zip(model.parameters(), trl_grads):
         torch.testing.assert_close(p.grad, trl_grad, **FP32)
+
+
+@pytest.mark.parametrize("mode", ["token_truncate", "sequence_mask"])
+def test_grpo_loss_with_sampler_weights_equals_trl_with_its_vllm_correction(lab, tmp_path, mode):
+    """Samples another policy drew (a bf16 copy here, vLLM in TRL): grpo_loss(..., sampler_weights=w) equals
+    TRL's _compute_loss with ``importance_sampling_ratio`` = w, as TRL sets it when it corrects vLLM's
+    samples (value and gradient), per token (B, T) and per sequence (B, 1)."""
+    from sdpo_kit.grpo.loss import sampler_weights
+
+    trainer = make_trainer(lab, tmp_path, zero_reward, loss_type="dapo", epsilon_high=0.28)
+    trainer.use_vllm = trainer.vllm_importance_sampling_correction = True   # its loss reads these two flags only
+    model, tok = trainer.model, lab[1]
+    batch = make_inputs(tok, seed=2)
+    args, mask = tuple(batch[k] for k in SEQ_KEYS), batch["completion_mask"]
+    with torch.no_grad():
+        old_logp = completion_logprobs(model, *args) + batch["old_offset"]                  # (B, T)
+    sampler_logp = old_logp + 0.3 * batch["ref_offset"]                                    # (B, T) another policy's
+    w = sampler_weights(old_logp, sampler_logp, mask, mode, clip_max=1.0 if mode == "sequence_mask" else 1.05)
+    assert w.shape == ((mask.size(0), 1) if mode.startswith("sequence") else mask.shape)
+    assert (w == 0).any() if mode.endswith("mask") else (w == 1.05).any()   # the clip or the mask acts
+    inputs = {k: batch[k] for k in SEQ_KEYS} | {"advantages": batch["advantages"], "old_per_token_logps": old_logp,
+                                                "importance_sampling_ratio": w, "num_items_in_batch": mask.sum()}
+    model.zero_grad()
+    trl_loss = trainer._compute_loss(model, inputs)
+    trl_loss.backward()
+    trl_grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    loss, _ = grpo_loss(completion_logprobs(model, *args), old_logp, batch["advantages"], mask, epsilon_high=0.28,
+                        loss_type="dapo", sampler_weights=w)
+    loss.backward()
+    torch.testing.assert_close(loss, trl_loss, **FP32)
+    for p, trl_grad in zip(model.parameters(), trl_grads):
+        torch.testing.assert_close(p.grad, trl_grad, **FP32)
+    unweighted, _ = grpo_loss(completion_logprobs(model, *args).detach(), old_logp, batch["advantages"], mask,
+                              epsilon_high=0.28, loss_type="dapo")
+    assert abs(unweighted.item() - loss.item()) > 1e-4   # the weights change the loss: the comparison tells

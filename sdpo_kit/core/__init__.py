@@ -4,6 +4,7 @@
                    (B, T, V) copy, masked reductions, KL k1 / k2 / k3
     sampling.py    on-policy sampling (a complete GenerationConfig), prompt encoding, completion log-probs
     decoding.py    the token-by-token loop sampling runs (generate's draws, a CPU's faster matmul layout)
+    sampler_copy.py  a bf16 copy of the policy to sample from (``trainer.sampling_dtype``; GRPO corrects for it)
     scratch.py     the scaffold every scratch loop runs in: RunConfig, row sampler, optimizer and
                    schedule, evaluation schedule, metrics sink, checkpoints and resume
     precision.py   mixed precision chosen from the device (fp32 on a CPU, bf16 from compute

@@ -35,6 +35,10 @@ METRICS: dict[str, str] = {
     "stats/ratio_mean": "masked mean of pi / pi_old on the last pass",
     "stats/frac_zero_std": "fraction of groups whose rewards are all equal (no learning signal)",
     "stats/learning_rate": "learning rate after the step",
+    "stats/sampler_weight_mean": "mean correction weight pi / pi_sampler on the completion tokens (sampling_dtype)",
+    "stats/sampler_weight_min": "smallest correction weight on a completion token (sampling_dtype)",
+    "stats/sampler_weight_max": "largest correction weight on a completion token (sampling_dtype)",
+    "stats/sampler_dropped_frac": "fraction of completion tokens whose weight the *_mask correction set to 0",
     "stats/share_prompt": "1 when the step ran each prompt once for its G completions, else 0 (scratch)",
     "completion/mean_length": "mean completion length in tokens, eos included",
     "time/step_s": "wall seconds of the step (evaluation excluded)",
@@ -113,6 +117,9 @@ TRL_TO_SDPO: dict[str, str] = {
     "grad_norm": "stats/grad_norm",
     "learning_rate": "stats/learning_rate",
     "step_time": "time/step_s",
+    "sampling/importance_sampling_ratio/mean": "stats/sampler_weight_mean",   # with vLLM's correction
+    "sampling/importance_sampling_ratio/min": "stats/sampler_weight_min",
+    "sampling/importance_sampling_ratio/max": "stats/sampler_weight_max",
 }
 _REWARD_FN = re.compile(r"^rewards/(?P<name>.+)/(?P<stat>mean|std)$")
 

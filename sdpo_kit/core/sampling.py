@@ -69,6 +69,7 @@ class Rollout:
     completion_ids: torch.Tensor    # (B, T) right-padded with pad_token_id
     completion_mask: torch.Tensor   # (B, T) 1 up to and including the first eos
     texts: list[str]                # decoded completions, special tokens removed
+    sampler_logprobs: torch.Tensor | None = None   # (B, T) log p of each drawn token (``return_logprobs``)
 
 
 def completion_mask_from_eos(completion_ids: torch.Tensor, eos_token_id) -> torch.Tensor:
@@ -137,12 +138,14 @@ def neutral_generation_defaults(model):
 @torch.no_grad()
 def sample(model, tokenizer, prompts, *, max_new_tokens: int, do_sample: bool = True,
            temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-           num_return_sequences: int = 1) -> Rollout:
+           num_return_sequences: int = 1, return_logprobs: bool = False) -> Rollout:
     """Sample completions for ``prompts``; each prompt repeated ``num_return_sequences``
     times in a row (the layout ``group_advantages`` expects: G rows per prompt).
 
     On-policy: ``sampling_config`` (plain softmax at ``temperature``, the model's own
-    generation defaults ignored); ``do_sample=False`` decodes greedily."""
+    generation defaults ignored); ``do_sample=False`` decodes greedily. ``return_logprobs``: the rollout's
+    ``sampler_logprobs`` (B, T), each drawn token's log-probability under the model that drew it (0 after its
+    eos): what a correction needs when that model is not the one trained (``core.sampler_copy``)."""
     from sdpo_kit.core.utils import eval_mode
 
     model = fit_to_unsloth(model)   # a model Unsloth did not load, beside one it did (core.unsloth_patches)
@@ -154,14 +157,20 @@ def sample(model, tokenizer, prompts, *, max_new_tokens: int, do_sample: bool = 
     config = sampling_config(model, tokenizer, max_new_tokens=max_new_tokens, do_sample=do_sample,
                              temperature=temperature, top_k=top_k, top_p=top_p)
     with eval_mode(model), neutral_generation_defaults(model), merged_lora(model), few_row_linears(model):
-        completion_ids = decode(model, enc["input_ids"], enc["attention_mask"], config, G)  # (B, T) or None
+        decoded = decode(model, enc["input_ids"], enc["attention_mask"], config, G, return_logprobs)  # None: no cache
+        completion_ids, logprobs = decoded if return_logprobs and decoded is not None else (decoded, None)
+        if completion_ids is None and return_logprobs:
+            raise ValueError("return_logprobs needs sampling's own decoding loop, and this model's forward returns "
+                             "no KV cache it can use")
         if completion_ids is None:   # no usable KV cache: transformers' generate, every prompt G times
             out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, generation_config=config)
             completion_ids = out[:, prompt_ids.size(1):]                         # (B, T)
     completion_mask = completion_mask_from_eos(completion_ids, config.eos_token_id)  # (B, T)
     completion_ids = completion_ids.masked_fill(completion_mask == 0, tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-    return Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask, texts)
+    if logprobs is not None:
+        logprobs = logprobs * completion_mask                                     # (B, T)
+    return Rollout(prompt_ids, prompt_mask, completion_ids, completion_mask, texts, logprobs)
 
 
 def mergeable_lora_layers(model) -> list | None:

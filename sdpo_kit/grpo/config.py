@@ -1,7 +1,7 @@
 """GRPO's config classes: what a YAML ``trainer:`` section for ``algorithm: grpo`` holds, per backend.
 
     GRPOSettings     GRPO's knobs, the same on both backends (TRL's GRPOConfig names and meanings)
-    GRPOLoopConfig   the scratch loop's (``grpo/loop.py``): GRPOSettings + ``share_prompt``
+    GRPOLoopConfig   the scratch loop's (``grpo/loop.py``): GRPOSettings + ``share_prompt``, ``sampling_dtype``
     TRLGRPOConfig    the TRL backend's (``grpo/trl.py``): GRPOSettings + ``preset`` + ``trl_args``
     GRPOConfig       the scratch config's old name, a deprecated alias of GRPOLoopConfig (it shared
                      TRL's class name ``trl.GRPOConfig``); the notebooks still import it from ``grpo.loop``
@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sdpo_kit.core.config import DEFAULT_COMPLETION_LENGTH
+from sdpo_kit.core.sampler_copy import SAMPLING_DTYPES
 from sdpo_kit.core.scratch import RunConfig
 from sdpo_kit.core.trl_base import resolve_preset
-from sdpo_kit.grpo.loss import LOSS_TYPES, SCALE_REWARDS
+from sdpo_kit.grpo.loss import LOSS_TYPES, SAMPLER_CORRECTIONS, SCALE_REWARDS
 
 SHARE_PROMPT = (True, False, "auto")
 
@@ -59,14 +60,27 @@ class GRPOLoopConfig(GRPOSettings):
     ``share_prompt``: run each prompt once for its G completions (same numbers, faster).
     ``"auto"`` checks it against the plain forward on the first batch and falls back, with a
     warning, if this model cannot share; ``True`` fails loudly instead; ``False`` never shares.
+
+    ``sampling_dtype``: ``"bfloat16"`` samples from a bf16 copy of the policy (``core.sampler_copy``:
+    faster on a CPU with bf16 matmuls, slower on one without) and corrects the loss for it as TRL corrects
+    vLLM's samples (``grpo.loss.sampler_weights``: ``sampling_correction`` is TRL's
+    ``vllm_importance_sampling_mode``, ``sampling_correction_max`` its ``_clip_max``). GRPO's loss only.
     """
 
     share_prompt: bool | str = "auto"
+    sampling_dtype: str = "float32"               # float32: the policy itself samples (on-policy)
+    sampling_correction: str = "sequence_mask"    # token_truncate | token_mask | sequence_truncate | sequence_mask
+    sampling_correction_max: float | None = 3.0
 
     def __post_init__(self):
         super().__post_init__()
         if self.share_prompt not in SHARE_PROMPT:
             raise ValueError(f"share_prompt must be one of {SHARE_PROMPT}, got {self.share_prompt!r}")
+        if self.sampling_dtype not in SAMPLING_DTYPES:
+            raise ValueError(f"sampling_dtype must be one of {tuple(SAMPLING_DTYPES)}, got {self.sampling_dtype!r}")
+        if self.sampling_correction not in SAMPLER_CORRECTIONS:
+            raise ValueError(f"sampling_correction must be one of {SAMPLER_CORRECTIONS}, "
+                             f"got {self.sampling_correction!r}")
 
 
 GRPOConfig = GRPOLoopConfig  # deprecated alias: the scratch config's old name, TRL's class name too

@@ -18,6 +18,7 @@ Metric keys it logs (one row per step, the keys ``grpo/trl.py`` writes too; see 
     stats/frac_zero_std, stats/learning_rate, stats/share_prompt, completion/mean_length,
     time/step_s and its parts time/sample_s, time/score_s, time/forward_s, time/backward_s (the optimizer
     step included), and eval/accuracy (time/eval_s) at step 0, every ``eval_every`` steps and at the end.
+    With ``sampling_dtype: bfloat16``: stats/sampler_weight_mean, _min, _max and stats/sampler_dropped_frac.
 
 Left out on purpose: distributed training, gradient accumulation, vLLM; TRL's GRPOTrainer
 does those, see ``grpo/trl.py``. A PEFT / LoRA model trains its adapter only.
@@ -32,11 +33,12 @@ from collections.abc import Callable, Sequence
 import torch
 
 from sdpo_kit.core.completions import reward_columns
+from sdpo_kit.core.sampler_copy import SAMPLING_DTYPES, SamplerCopy
 from sdpo_kit.core.sampling import SharePromptUnsupported, completion_logprobs, sample, shared_prompt_logprobs
 from sdpo_kit.core.scratch import ScratchTrainer
 from sdpo_kit.core.utils import eval_mode
 from sdpo_kit.grpo.config import SHARE_PROMPT, GRPOConfig, GRPOLoopConfig, GRPOSettings  # noqa: F401 (re-exported)
-from sdpo_kit.grpo.loss import group_advantages, grpo_loss
+from sdpo_kit.grpo.loss import group_advantages, grpo_loss, sampler_weights
 from sdpo_kit.rewards import check_columns, compute_rewards_with_feedback, reward_name
 
 
@@ -67,10 +69,18 @@ class GRPOLoop(ScratchTrainer):
         if config.share_prompt is True and getattr(model, "is_gradient_checkpointing", False):
             raise SharePromptUnsupported("share_prompt=True, but gradient checkpointing drops the KV cache "
                                          "sharing needs; use share_prompt='auto' or False")
+        self.sampler_copy = None   # a bf16 copy to sample from (core.sampler_copy), corrected in the loss
+        if getattr(config, "sampling_dtype", "float32") != "float32":
+            if not self.SAMPLER_CORRECTION:
+                raise ValueError(f"sampling_dtype={config.sampling_dtype!r}: {type(self).__name__}'s loss has no "
+                                 "correction for samples another policy drew; sample in float32")
+            self.sampler_copy = SamplerCopy(model, SAMPLING_DTYPES[config.sampling_dtype])
         # "auto": checked against the plain forward on the first batch (see _logprobs)
         self._share = config.share_prompt is True or (
             config.share_prompt == "auto" and not getattr(model, "is_gradient_checkpointing", False))
         self._share_checked = False
+
+    SAMPLER_CORRECTION = True   # its loss takes sampler_weights (VAPOR's and SDPO's do not)
 
     @property
     def updates_per_step(self) -> int:
@@ -87,9 +97,12 @@ class GRPOLoop(ScratchTrainer):
         """G completions per row's prompt, G rows per prompt in a row (``core.sampling.Rollout``)."""
         cfg = self.config
         with self.phase("sample"):
-            return sample(self.model, self.tokenizer, [r["prompt"] for r in rows], max_new_tokens=cfg.max_completion_length,
+            if self.sampler_copy is not None:
+                self.sampler_copy.refresh()   # the policy's weights as they are now, in the copy's dtype
+            return sample(self.model if self.sampler_copy is None else self.sampler_copy.model, self.tokenizer,
+                          [r["prompt"] for r in rows], max_new_tokens=cfg.max_completion_length,
                           temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
-                          num_return_sequences=cfg.num_generations)
+                          num_return_sequences=cfg.num_generations, return_logprobs=self.sampler_copy is not None)
 
     def completions(self, ro, rows: list[dict]) -> list:
         """The rollout's completions as the rewards get them: chat messages for chat prompts."""
@@ -160,20 +173,24 @@ class GRPOLoop(ScratchTrainer):
             with torch.no_grad():
                 ref_logp = self._logprobs(self.ref_model, args)                              # (B, T)
         self.model.train()
-        old_logp = None
+        old_logp = weights = None
         for _ in range(cfg.num_iterations):
             logp = self._logprobs(self.model, args)                                     # (B, T)
             if old_logp is None:
                 # the first pass runs the sampling policy itself: old_logp is this forward, detached
                 # (ratio 1, clip inactive), which saves the extra no-grad forward TRL makes for mu > 1
                 old_logp = logp.detach()                                                # (B, T)
+                if ro.sampler_logprobs is not None:   # a bf16 copy drew the tokens: pi_old / pi_bf16
+                    weights = sampler_weights(old_logp, ro.sampler_logprobs, mask, cfg.sampling_correction,
+                                              None, cfg.sampling_correction_max)       # (B, T) or (B, 1)
             loss, stats = grpo_loss(
                 logp, old_logp, advantages, mask,
                 ref_logp=ref_logp, beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
-                loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length,
+                loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length, sampler_weights=weights,
             )
             self.optimizer_step(loss)
         return {
+            **self.sampler_stats(weights, mask),
             **self.batch_metrics(rewards, per_func, mask),
             "loss": loss.item(),
             "loss/policy": stats["policy_loss"].item(),
@@ -183,6 +200,15 @@ class GRPOLoop(ScratchTrainer):
             "stats/clip_frac_high": stats["clip_frac_high"].item(),
             "stats/ratio_mean": stats["ratio_mean"].item(),
         }
+
+    @staticmethod
+    def sampler_stats(weights: torch.Tensor | None, mask: torch.Tensor) -> dict:
+        """The correction's weights over the completion tokens (none when the policy sampled itself)."""
+        if weights is None:
+            return {}
+        w = weights.expand_as(mask)[mask.bool()]                                        # (N,)
+        return {"stats/sampler_weight_mean": w.mean().item(), "stats/sampler_weight_min": w.min().item(),
+                "stats/sampler_weight_max": w.max().item(), "stats/sampler_dropped_frac": (w == 0).float().mean().item()}
 
     def batch_metrics(self, rewards: torch.Tensor, per_func: torch.Tensor, mask: torch.Tensor) -> dict:
         """The rows' keys about the sampled batch, whatever the loss: rewards, groups, lengths, lr."""

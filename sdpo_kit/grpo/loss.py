@@ -4,8 +4,9 @@ Dimension letters as in ``core.logprobs``: B sequences (prompts x G), G group si
 completion tokens. Every function takes tensors and floats, never a model or a config;
 losses return ``(loss, stats)``: ``loss`` a scalar to minimise, ``stats`` detached tensors.
 
-Left out on purpose: sequence-level importance sampling (GSPO), CISPO / SAPO / VESPO,
-entropy bonuses and vLLM importance correction; TRL has them, and later tracks add the
+Samples drawn by another policy than the one trained (a bf16 copy, ``core.sampler_copy``) get TRL's
+correction for vLLM's samples, ``sampler_weights``. Left out on purpose: sequence-level importance
+sampling (GSPO), CISPO / SAPO / VESPO and entropy bonuses; TRL has them, and later tracks add the
 pieces they need here as small, separate functions.
 """
 
@@ -16,6 +17,7 @@ import torch
 from sdpo_kit.core.logprobs import check_same_shape, kl_k3, kl_penalty, masked_mean, masked_sum
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+SAMPLER_CORRECTIONS = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")   # TRL's names
 SCALE_REWARDS = ("group", "batch", "none")
 
 
@@ -88,17 +90,45 @@ def aggregate_loss(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: 
     raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
 
 
+def sampler_weights(old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor,
+                    mode: str = "sequence_mask", clip_min: float | None = None,
+                    clip_max: float | None = 3.0) -> torch.Tensor:
+    """Importance weights for tokens another policy drew, TRL 1.16's correction of vLLM's samples
+    (``vllm_importance_sampling_mode``, ``_clip_min``, ``_clip_max``; the same defaults).
+
+        d_t = (old_logp_t - sampler_logp_t) * mask_t          log pi_old / pi_sampler per token
+        w_t = exp(d_t)                      token_* modes      (B, T)
+        w   = exp(sum_t d_t)                sequence_* modes   (B, 1)
+        *_truncate: w clamped to [clip_min, clip_max]; *_mask: w set to 0 outside it (that sample is dropped)
+
+    ``grpo_loss(..., sampler_weights=w)`` multiplies each token's clipped surrogate by w (not the KL term),
+    as TRL does. Detached: weights, not a path for gradients. Shapes: (B, T) in; (B, T) or (B, 1) out."""
+    if mode not in SAMPLER_CORRECTIONS:
+        raise ValueError(f"sampler correction must be one of {SAMPLER_CORRECTIONS}, got {mode!r}")
+    check_same_shape(old_logp, sampler_logp=sampler_logp, mask=mask)
+    diff = torch.nan_to_num((old_logp - sampler_logp).detach() * mask, nan=0.0)   # (B, T)
+    if mode.startswith("sequence"):
+        diff = diff.sum(-1, keepdim=True)                                         # (B, 1)
+    w = torch.exp(diff)
+    if mode.endswith("truncate"):
+        return w if clip_min is None and clip_max is None else torch.clamp(w, min=clip_min, max=clip_max)
+    low = -float("inf") if clip_min is None else clip_min
+    high = float("inf") if clip_max is None else clip_max
+    return w.masked_fill((w < low) | (w > high), 0.0)
+
+
 def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
               mask: torch.Tensor, *, ref_logp: torch.Tensor | None = None, beta: float = 0.0,
               epsilon: float = 0.2, epsilon_high: float | None = None, loss_type: str = "dapo",
-              max_completion_length: int | None = None, use_bias_correction_kl: bool = True):
+              max_completion_length: int | None = None, use_bias_correction_kl: bool = True,
+              sampler_weights: torch.Tensor | None = None):
     """GRPO's clipped surrogate with a k3 KL penalty (DeepSeekMath arXiv:2402.03300; DAPO's
     two-sided epsilon arXiv:2503.14476). Equals TRL 1.16 GRPOTrainer's token-level loss for one
     process without gradient accumulation.
 
         ratio_t = exp(logp_t - old_logp_t)
-        l_t     = -min(ratio_t * A, clip(ratio_t, 1 - epsilon, 1 + epsilon_high) * A)
-                  + beta * KL_t
+        l_t     = -min(ratio_t * A, clip(ratio_t, 1 - epsilon, 1 + epsilon_high) * A) * w_t
+                  + beta * KL_t                    (w_t = 1 unless ``sampler_weights``)
         KL_t    = k3(logp_t, ref_logp_t) * (ratio_t if use_bias_correction_kl else 1)   (core.logprobs.kl_penalty)
         loss    = aggregate(l, mask, loss_type)
 
@@ -107,6 +137,7 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
         logp, old_logp, ref_logp: (B, T) per-token log-probs; only ``logp`` carries gradients.
         advantages: (B,) one per sequence, or (B, T) per token.
         mask: (B, T) 1 on completion tokens that count.
+        sampler_weights: (B, T) or (B, 1) from ``sampler_weights``, when another policy drew the tokens.
     Returns ``(loss, stats)`` with stats ``clip_frac_low``, ``clip_frac_high``, ``clip_frac``
     (TRL's region clip ratio: the clip is active and the gradient is zero), ``ratio_mean``,
     ``policy_loss`` (the clipped surrogate alone: ``loss`` without ``beta * KL``) and ``kl``
@@ -130,6 +161,8 @@ def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tens
     ratio = torch.exp(logp - old_logp)                                          # (B, T)
     clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high)                 # (B, T)
     surrogate = -torch.min(ratio * advantages, clipped * advantages)            # (B, T)
+    if sampler_weights is not None:
+        surrogate = surrogate * sampler_weights.detach()                        # (B, T)
     policy_loss = aggregate_loss(surrogate, mask, loss_type, max_completion_length)  # scalar
 
     kl = None

@@ -54,6 +54,8 @@ COVERAGE_WARN_STEPS = 10  # steps in a row without any teacher before saying so 
 class SDPOLoop(GRPOLoop):
     """The scratch SDPO trainer (``SDPOLoopConfig``); rows need ``prompt`` and the rewards' columns."""
 
+    SAMPLER_CORRECTION = False   # its loss has no sampler_weights: sampling_dtype stays float32
+
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
                  config: SDPOLoopConfig | None = None, *, eval_fn: Callable | None = None,
                  callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):

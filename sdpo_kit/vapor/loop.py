@@ -75,6 +75,8 @@ def vapor_metrics(log_preference: torch.Tensor, found: torch.Tensor, stats: dict
 class VAPORLoop(GRPOLoop):
     """The scratch VAPOR trainer; rows need ``prompt``, ``chosen``, ``rejected`` and the reward's columns."""
 
+    SAMPLER_CORRECTION = False   # its loss has no sampler_weights: sampling_dtype stays float32
+
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
                  config: VAPORLoopConfig | None = None, *, eval_fn: Callable | None = None,
                  callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):

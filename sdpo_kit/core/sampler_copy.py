@@ -1,0 +1,79 @@
+"""Sampling from a bfloat16 copy of the policy: faster on a CPU with bf16 matmuls, and off-policy.
+
+    SamplerCopy(policy, dtype)   a plain transformers model holding the policy's weights in ``dtype``, LoRA
+                                 folded in (W + s B A); ``refresh()`` copies them again, in place
+    SAMPLING_DTYPES              the ``trainer.sampling_dtype`` values: float32 (the policy itself) or bfloat16
+
+Why: a decoding step multiplies a few rows by every weight, so it is bound by reading the weights and by
+the row products; bf16 halves the bytes, and a CPU with AVX-512 BF16 multiplies them about three times as
+fast (``real_decode.json``: the real model's batch in bf16 against fp32). A CPU without bf16 in hardware
+runs them slower than fp32: the option is off unless a config asks for it.
+
+The price: the tokens come from pi_bf16, a slightly different policy (rounded weights; on the real model
+about half of the sampled rows differ from fp32's), so the loss no longer samples from the policy it
+trains. GRPO corrects it as TRL corrects vLLM's samples (``grpo.loss.sampler_weights``: importance weights
+pi / pi_bf16 per token or per sequence, truncated or masked), from the log-probs ``decode`` returns for
+the tokens it drew. The copy is refreshed before every batch, so it is never an older policy.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SAMPLING_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def _plain_name(name: str) -> str:
+    """A PEFT-wrapped parameter's name as the plain model has it (``q_proj.base_layer.weight`` -> ``q_proj.weight``)."""
+    return name.replace(".base_layer.", ".")
+
+
+class SamplerCopy:
+    """A ``dtype`` copy of ``policy`` to sample from (``core.sampling.sample(copy.model, ...)``).
+
+    ``policy``: a transformers causal LM, or a PEFT model around one whose LoRA ``merged_lora`` can fold
+    (anything else is refused: the copy would not be the policy). The copy is built once from the policy's
+    config (eager attention) and filled by ``refresh``, which sampling calls before each
+    batch: every weight, or W + s B A for a LoRA layer, cast into the copy's tensors in place."""
+
+    def __init__(self, policy, dtype: torch.dtype = torch.bfloat16):
+        from transformers import AutoModelForCausalLM
+
+        from sdpo_kit.core.sampling import generation_model, mergeable_lora_layers
+
+        if hasattr(policy, "disable_adapter") and mergeable_lora_layers(policy) is None:
+            raise ValueError("sampling_dtype: this policy's adapters cannot be folded into a plain copy (not fp32 LoRA "
+                             "on nn.Linear layers); sample in float32")
+        hf = generation_model(policy)
+        self.policy, self.dtype = policy, dtype
+        device = next(policy.parameters()).device
+        # eager attention: on a CPU, sdpa's bf16 kernel takes a decoding step's attention several times longer
+        self.model = AutoModelForCausalLM.from_config(hf.config, dtype=dtype, attn_implementation="eager")
+        self.model.to(device).eval().requires_grad_(False)
+        self.model.generation_config = hf.generation_config
+        self._params = dict(self.model.named_parameters())
+        self.refresh(everything=True)
+
+    @torch.no_grad()
+    def refresh(self, everything: bool = False) -> None:
+        """Copy the policy's current weights (LoRA folded) into the copy, cast to its dtype: the weights that
+        train and the LoRA layers' bases (the frozen rest never changes; ``everything`` copies it too)."""
+        from sdpo_kit.core.sampling import generation_model, mergeable_lora_layers
+
+        hf = generation_model(self.policy)
+        deltas = {}
+        for layer, adapter in mergeable_lora_layers(self.policy) or []:
+            deltas[id(layer.get_base_layer().weight)] = layer.get_delta_weight(adapter)   # (out, in) s B A
+        filled = set()
+        for name, p in hf.named_parameters():
+            if "lora_" in name:
+                continue
+            target = self._params.get(_plain_name(name).removeprefix("base_model.model."))
+            if target is None:
+                raise ValueError(f"SamplerCopy: the copy has no parameter for the policy's {name}")
+            if everything or p.requires_grad or id(p) in deltas:
+                target.copy_(p + deltas[id(p)] if id(p) in deltas else p)
+            filled.add(id(target))
+        missing = [n for n, t in self._params.items() if id(t) not in filled]
+        if missing:
+            raise ValueError(f"SamplerCopy: the policy has no weights for the copy's {missing[:3]}")
