@@ -3,10 +3,8 @@
     python benchmarks/bench_real.py tasks [--n 100]                    -> results/real_tasks.json
     python benchmarks/bench_real.py speed [--steps 4] [--threads 2] [--runs ALGORITHM:BACKEND ...]
                                                                        -> results/real_speed.json
-    python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...]
-                                                                       -> results/real_learn.json
-    python benchmarks/bench_real.py sdpo [--seeds 1 2 3] [--methods M ...] [--threads 2]
-                                                                       -> results/real_sdpo.json
+    python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...] -> results/real_learn.json
+    python benchmarks/bench_real.py sdpo [--seeds 1 2 3] [--methods M ...] [--threads 2]    -> results/real_sdpo.json
 
 ``tasks``: held-out accuracy of every difficulty level of ``word_problems`` (``lab/word_problems.py``
 LEVELS, and the task's default), greedy and sampled at the real configs' temperature (0.7), at their
@@ -24,7 +22,8 @@ for the frozen base; 6 x for a full fine-tune), and the tokens per second of the
 (forward, backward and AdamW on a fixed batch, no sampling), which is what that limit bounds. Where the
 scratch loops time a step's parts (``time/sample_s``, ``score_s``, ``forward_s``, ``backward_s`` with the
 optimizer), each run records their medians, ``breakdown_s``, and the rest of the step as ``other``. ``--runs``
-measures some of the runs only (``grpo:scratch grpo:trl``: the ratio of a step to TRL's, side by side).
+measures some only (``grpo:scratch grpo:trl``: a step against TRL's, side by side). ``grpo:scratch_bf16``: GRPO
+sampling from a bf16 copy of the policy (``trainer.sampling_dtype``), its samples corrected in the loss.
 
 ``learn``: GRPO as ``configs/real_grpo.yaml`` sets it, once per seed, held-out greedy accuracy before
 and after, with the evaluation's standard error (sqrt(p (1 - p) / n) at the start): the lift is real
@@ -58,8 +57,8 @@ from _common import git_commit, median, parse_args, results_path, run_config, wr
 
 CONFIGS = {"grpo": "configs/real_grpo.yaml", "sdpo": "configs/real_sdpo.yaml", "vapor": "configs/real_vapor.yaml",
            "ppo": "configs/real_ppo.yaml"}
-RUNS = [("grpo", "scratch"), ("grpo", "trl"), ("sdpo", "scratch"), ("sdpo", "trl"), ("vapor", "scratch"),
-        ("vapor", "trl"), ("ppo", "scratch")]
+RUNS = [("grpo", "scratch"), ("grpo", "scratch_bf16"), ("grpo", "trl"), ("sdpo", "scratch"), ("sdpo", "trl"),
+        ("vapor", "scratch"), ("vapor", "trl"), ("ppo", "scratch")]   # scratch_bf16: trainer.sampling_dtype=bfloat16
 BUDGET = 48   # the real configs' max_completion_length
 TEMPERATURE = 0.7   # and their sampling temperature
 
@@ -100,13 +99,11 @@ def bench_tasks(n: int, samples: int) -> list[dict]:
 def matmul_gflops(threads: int, size: int = 1024, repeats: int = 20) -> float:
     torch.set_num_threads(threads)
     a, b = torch.randn(size, size), torch.randn(size, size)
-    for _ in range(3):
-        a @ b
     times = []
-    for _ in range(repeats):
+    for i in range(repeats + 3):   # three warm-up products
         t0 = time.perf_counter()
         a @ b
-        times.append(time.perf_counter() - t0)
+        times += [time.perf_counter() - t0] if i >= 3 else []
     return 2 * size**3 / statistics.median(times) / 1e9
 
 
@@ -121,8 +118,7 @@ def training_pass(threads: int, batch: int = 8, length: int = 96, repeats: int =
     times = []
     for i in range(repeats + 1):
         t0 = time.perf_counter()
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
+        model(input_ids=ids, labels=ids).loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         if i:   # the first pass warms the allocator up
@@ -141,8 +137,10 @@ def _speed_child(algorithm, backend, steps, threads, queue):
     from sdpo_kit.registry import load_config, make_task
 
     with tempfile.TemporaryDirectory() as out:
-        s = run_config(CONFIGS[algorithm], {"backend": backend, "trainer.max_steps": steps, "trainer.eval_every": 0,
-                                            "trainer.log_completions_every": 0, "output_dir": out, "threads": threads})
+        bf16 = {"trainer.sampling_dtype": "bfloat16"} if backend.endswith("_bf16") else {}
+        s = run_config(CONFIGS[algorithm], {"backend": backend.removesuffix("_bf16"), "trainer.max_steps": steps,
+                                            "trainer.eval_every": 0, "trainer.log_completions_every": 0,
+                                            "output_dir": out, "threads": threads, **bf16})
     rows = [r for r in s["history"] if r.get("step", 0) > 1 and r.get("time/step_s") is not None]
     cfg = load_config(CONFIGS[algorithm])
     tc = cfg.trainer
@@ -188,6 +186,9 @@ def bench_speed(steps: int, threads: int, only: list[str] | None = None) -> tupl
     if ("grpo", "scratch") in by and ("grpo", "trl") in by:
         summary["grpo_scratch_over_trl"] = by["grpo", "scratch"]["median_s"] / by["grpo", "trl"]["median_s"]
         summary["grpo_scratch_over_limit"] = by["grpo", "scratch"]["trained_tokens_per_s"] / limit["lora"]
+    if ("grpo", "scratch_bf16") in by and ("grpo", "trl") in by:
+        summary["grpo_bf16_over_trl"] = by["grpo", "scratch_bf16"]["median_s"] / by["grpo", "trl"]["median_s"]
+        summary["grpo_bf16_over_limit"] = by["grpo", "scratch_bf16"]["trained_tokens_per_s"] / limit["lora"]
     return runs, summary
 
 
@@ -202,8 +203,7 @@ def bench_learn(seeds: list[int], threads: int, overrides: dict) -> list[dict]:
         runs.append({"seed": seed, "before": s["before"], "after": s["after"], "lift": s["after"] - s["before"],
                      "acc_by_step": accs, "wall_s": time.perf_counter() - t0, "s_per_step": s["s_per_step"],
                      "reward_by_step": [r.get("reward/mean") for r in s["history"] if "loss" in r]})
-        print(f"seed {seed}: {s['before']:.3f} -> {s['after']:.3f} ({s['after'] - s['before']:+.3f}) in "
-              f"{runs[-1]['wall_s'] / 60:.1f} min", flush=True)
+        print(f"seed {seed}: {s['before']:.3f} -> {s['after']:.3f} in {runs[-1]['wall_s'] / 60:.1f} min", flush=True)
     return runs
 
 
@@ -211,8 +211,7 @@ def bench_learn(seeds: list[int], threads: int, overrides: dict) -> list[dict]:
 SDPO_METHODS = {"grpo": ("configs/real_grpo.yaml", {}),
                 "sdpo": ("configs/real_sdpo.yaml", {"trainer.include_environment_feedback": False}),
                 "sdpo_rlhf_book": ("configs/real_sdpo_rlhf_book.yaml", {}),
-                # the book's recipe at GRPO's sampling temperature: is its edge over TRL's defaults the loss and
-                # the live teacher, or the cooler samples?
+                # the book's recipe at GRPO's temperature: is its edge the loss and live teacher, or cooler samples?
                 "sdpo_rlhf_book_t07": ("configs/real_sdpo_rlhf_book.yaml", {"trainer.temperature": 0.7})}
 SETTING = "sums to 20"   # the configs' task (word_problems, kind sum, max_operand 20)
 

@@ -65,6 +65,10 @@ def speed_parts(res: dict) -> list[str]:
     if "grpo_scratch_over_trl" in s:
         out += ["", f"GRPO's scratch step takes **{s['grpo_scratch_over_trl']:.2f}** of TRL's GRPOTrainer step, measured "
                 f"side by side, and trains at **{s['grpo_scratch_over_limit']:.2f}** of the matmul limit's tokens/s."]
+    if "grpo_bf16_over_trl" in s:
+        out[-1] += (f" Sampling from a bfloat16 copy of the policy (`trainer.sampling_dtype: bfloat16`, opt-in: the loss "
+                    f"weights its samples as TRL weights vLLM's), the step takes **{s['grpo_bf16_over_trl']:.2f}** of "
+                    f"TRL's and trains at **{s['grpo_bf16_over_limit']:.2f}** of the limit.")
     return out
 
 
