@@ -25,10 +25,9 @@ optimizer), each run records their medians, ``breakdown_s``, and the rest of the
 measures some only (``grpo:scratch grpo:trl``: a step against TRL's, side by side). ``grpo:scratch_bf16``: GRPO
 sampling from a bf16 copy of the policy (``trainer.sampling_dtype``), its samples corrected in the loss.
 
-``learn``: GRPO as ``configs/real_grpo.yaml`` sets it, once per seed, held-out greedy accuracy before
-and after, with the evaluation's standard error (sqrt(p (1 - p) / n) at the start): the lift is real
-when it passes two of them. Each run's wall time is recorded; the config is sized to fit 30 minutes on
-2 cores.
+``learn``: GRPO as ``configs/real_grpo.yaml`` sets it, once per seed, held-out greedy accuracy before and after,
+with the evaluation's standard error (sqrt(p (1 - p) / n) at the start): the lift is real when it passes two
+of them. Each run's wall time is recorded; the config is sized to fit 30 minutes on 2 cores.
 
 ``sdpo``: GRPO against SDPO from successful siblings only (this model copies a demonstration but
 does not read the checker's feedback), with TRL's defaults (``configs/real_sdpo.yaml``) and with the RLHF

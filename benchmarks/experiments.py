@@ -113,6 +113,8 @@ EXPERIMENTS = {
                                                      "real_ppo"), "real"),
     "real_decode": Experiment("bench_decode.py", ("real_grpo",), "real"),
     "real_learn": Experiment("bench_real.py learn", ("real_grpo",), "real"),
+    "real_learn_bf16": sweep("real_learn_bf16", "configs/real_grpo.yaml", "real", seeds=(1, 2, 3),
+                             set={"trainer.sampling_dtype": "bfloat16"}),
     "real_sdpo": Experiment("bench_real.py sdpo", ("real_grpo", "real_sdpo", "real_sdpo_rlhf_book"), "real"),
     "sdpo_head_start": Experiment("bench_sdpo_head_start.py", ("sdpo_lab", "code_lab", "real_sdpo"), "sdpo",
                                   reads=("sdpo_lab", "sdpo_lab_room", "code_lab", "code_lab_starving",

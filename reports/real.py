@@ -119,12 +119,27 @@ def half(s: dict) -> list[str]:
     """The bf16 probe: the batch sampled from a bfloat16 copy of the folded weights (absent in files before it)."""
     if "bf16_s" not in s:
         return []
-    return ["", f"A probe of lower precision, not what training runs: from a bfloat16 copy of the folded weights the "
+    return ["", f"Lower precision: from a bfloat16 copy of the folded weights the "
                 f"batch takes **{s['bf16_s']:.1f} s** ({s['bf16_s'] / s['merged_s']:.2f} of the fp32 run's; the cast "
                 f"{s['bf16_cast_s']:.2f} s more), and {s['rows_identical_bf16']:.0%} of its rows are the fp32 run's. "
-                "A sampler in another precision is another policy: training on its samples would be off-policy by "
-                "that much, which TRL's vLLM path corrects with truncated importance weights; this kit samples in "
-                "the precision it trains in."]
+                "A sampler in another precision is another policy, so training on its samples is off-policy by that "
+                "much. By default the policy samples itself; `trainer.sampling_dtype: bfloat16` (scratch GRPO) samples "
+                "from a bf16 copy kept in step with it (`core.sampler_copy`) and weights the loss as TRL weights "
+                "vLLM's samples (`grpo.loss.sampler_weights`)."]
+
+
+def real_learn_bf16(res: dict) -> str:
+    """GRPO sampling from the bf16 copy, per seed (a sweep: ``run.py real_learn_bf16``)."""
+    s = res["summary"]
+    rows = [[r["seed"], r["before"], r["after"], f"{r['lift']:+.3f}", f"{r['wall_s'] / 60:.1f}"] for r in res["runs"]]
+    return "\n".join([md_table(["seed", "before", "after", "lift", "wall min"], rows), "",
+                      f"Median lift **{s['median_lift']:+.3f}** (after: {s['median_after']:.3f}), min {s['min_lift']:+.3f}; "
+                      f"`{res['config']['config']}` with {fmt_overrides(res['config']['overrides'])}, median "
+                      f"{s['median_wall_s'] / 60:.1f} min a run.", "", provenance(res)])
+
+
+def fmt_overrides(overrides: dict) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in overrides.items())
 
 
 def real_learn(res: dict) -> str:
