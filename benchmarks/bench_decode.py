@@ -6,17 +6,17 @@
     lora      seconds to sample the batch with the LoRA adapters beside the frozen base weights (three matmuls
               a layer): ``core.sampling``'s fold switched off
     merged    as sampling runs it: each adapter folded into a new base weight (W + s B A; ``merged_lora``, the
-              originals back after, bit for bit); ``rows_identical`` the share of rows equal to the LoRA ones
+              originals back after, bit for bit); ``rows_identical`` the share of rows equal to the LoRA ones;
+              ``plain_layout_s`` the same with ``F.linear``'s layout instead of ``core.decoding.few_row_linears``
     ops       torch.profiler's self CPU seconds of the merged run, by op: ``aten::mm`` the matmuls (16 tokens a
               read of every weight: far below the matmul's GFLOP/s), ``aten::uniform_`` and ``aten::log1p`` the
               draw (``core.sampling.draw``), ``aten::cat`` and ``aten::copy_`` the growing KV cache
-    floor     what bounds it: a decode step reads every weight once (``weights_mb``, fp32), so a batch of T
-              steps takes at least T x weights / bandwidth, with the bandwidth a plain tensor copy reaches
-              (``copy_gb_s``: bytes read plus written a second, 512 MiB) standing in for the weights' read
+    floor     a decode step reads every weight once (``weights_mb``, fp32): T steps take at least T x weights /
+              bandwidth, a plain tensor copy's (``copy_gb_s``: bytes read plus written a second, 512 MiB)
     draw      ``draw_s``: the batch's draws alone, ``torch.multinomial`` against ``core.sampling.draw``, which
               sampling calls (the same tokens from the same random numbers, checked here on every draw)
-    bf16      a probe, not what training runs: the same batch from a bfloat16 copy of the folded weights (``bf16_s``;
-              the copy's cast ``bf16_cast_s``); ``rows_identical_bf16`` the share of rows equal to the fp32 ones
+    bf16      the same batch from the bf16 copy ``trainer.sampling_dtype: bfloat16`` samples from (``bf16_s``;
+              ``bf16_cast_s`` the copy's refresh before a batch); ``rows_identical_bf16``: rows equal to fp32's
 
 The adapter's B is drawn at random (std 0.01) so the merge changes the weights, as after training. Medians over
 ``--repeats`` runs after a warm-up run, the same seed for each.
@@ -25,7 +25,7 @@ The adapter's B is drawn at random (std 0.01) so the merge changes the weights, 
 from __future__ import annotations
 
 import argparse
-import copy
+import contextlib
 import time
 from unittest import mock
 
@@ -38,14 +38,11 @@ CONFIG = "configs/real_grpo.yaml"
 def copy_gb_per_s(mb: int = 512, repeats: int = 5) -> float:
     """The machine's memory bandwidth as a tensor copy sees it: bytes read plus bytes written a second
     (GB/s), median of ``repeats`` copies of ``mb`` MiB of fp32, on the threads torch has."""
-    a = torch.ones(mb * 2**18)
-    b = torch.empty_like(a)
-    b.copy_(a)
-    times = []
-    for _ in range(repeats):
+    a, b, times = torch.ones(mb * 2**18), torch.empty(mb * 2**18), []
+    for i in range(repeats + 1):   # one warm-up copy
         t0 = time.perf_counter()
         b.copy_(a)
-        times.append(time.perf_counter() - t0)
+        times += [time.perf_counter() - t0] if i else []
     return 2 * a.numel() * a.element_size() / median(times) / 1e9
 
 
@@ -79,7 +76,8 @@ def main():
     torch.set_num_threads(args.threads)
     from torch.profiler import ProfilerActivity, profile
 
-    from sdpo_kit.core.sampling import merged_lora, sample
+    from sdpo_kit.core.sampler_copy import SamplerCopy
+    from sdpo_kit.core.sampling import sample
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import load_config, make_task
 
@@ -103,10 +101,12 @@ def main():
     with mock.patch("sdpo_kit.core.sampling.mergeable_lora_layers", return_value=None):  # the fold off
         lora = [run() for _ in range(args.repeats)]
     merged = [run() for _ in range(args.repeats)]
+    with mock.patch("sdpo_kit.core.sampling.few_row_linears", contextlib.nullcontext):  # F.linear's layout
+        plain = [run() for _ in range(args.repeats)]
+    half = SamplerCopy(model)   # another policy: the loss weights its samples (grpo.loss.sampler_weights)
     t0 = time.perf_counter()
-    with merged_lora(model):   # lower precision is another policy: sampling from it would be off-policy
-        half = copy.deepcopy(model).to(torch.bfloat16)
-    cast_s, bf16 = time.perf_counter() - t0, [run(half) for _ in range(args.repeats)]
+    half.refresh()
+    cast_s, bf16 = time.perf_counter() - t0, [run(half.model) for _ in range(args.repeats)]
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         run()
     a, b = lora[0][1], merged[0][1]
@@ -118,12 +118,12 @@ def main():
     summary = {"lora_s": median(runs[0]["seconds"]), "merged_s": median(runs[1]["seconds"]), "rows_identical": same,
                "batch": list(a.shape), "ops_s": ops, "profiled_s": total, "bf16_s": median([t for t, _ in bf16]),
                "bf16_cast_s": cast_s, "rows_identical_bf16": (bf16[0][1] == b).all(1).float().mean().item()
-               if bf16[0][1].shape == b.shape else 0.0}
+               if bf16[0][1].shape == b.shape else 0.0, "plain_layout_s": median([t for t, _ in plain]),
+               "rows_identical_layout": (plain[0][1] == b).all(1).float().mean().item() if plain[0][1].shape == b.shape else 0.0}
     summary["merged_over_lora"] = summary["merged_s"] / summary["lora_s"]
     summary["s_per_token_step"] = summary["lora_s"] / a.shape[1]
     # what bounds a decode step: it reads every weight once (the tied embedding once, as the output layer)
-    summary["weights_mb"] = sum(p.numel() * p.element_size() for n, p in model.named_parameters()
-                                if "lora_" not in n) / 1e6
+    summary["weights_mb"] = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "lora_" not in n) / 1e6
     summary["copy_gb_s"] = copy_gb_per_s()
     summary["floor_s"] = a.shape[1] * summary["weights_mb"] / 1e3 / summary["copy_gb_s"]
     summary["draw_s"] = draw_seconds(a.shape[0], model.config.vocab_size, a.shape[1])

@@ -119,8 +119,11 @@ def half(s: dict) -> list[str]:
     """The bf16 probe: the batch sampled from a bfloat16 copy of the folded weights (absent in files before it)."""
     if "bf16_s" not in s:
         return []
-    return ["", f"Lower precision: from a bfloat16 copy of the folded weights the "
-                f"batch takes **{s['bf16_s']:.1f} s** ({s['bf16_s'] / s['merged_s']:.2f} of the fp32 run's; the cast "
+    layout = ([f"The folded run multiplies a step's few rows as y^T = W x^T (`core.decoding.few_row_linears`); in "
+               f"`F.linear`'s layout it takes {s['plain_layout_s']:.1f} s ({s['rows_identical_layout']:.0%} of the rows "
+               "the same).", ""] if "plain_layout_s" in s else [])
+    return ["", *layout, f"Lower precision: from a bfloat16 copy of the folded weights the "
+                f"batch takes **{s['bf16_s']:.1f} s** ({s['bf16_s'] / s['merged_s']:.2f} of the fp32 run's; the copy "
                 f"{s['bf16_cast_s']:.2f} s more), and {s['rows_identical_bf16']:.0%} of its rows are the fp32 run's. "
                 "A sampler in another precision is another policy, so training on its samples is off-policy by that "
                 "much. By default the policy samples itself; `trainer.sampling_dtype: bfloat16` (scratch GRPO) samples "
