@@ -68,3 +68,18 @@ def test_real_grpo_pays_right_answers_and_only_right_answers(tmp_path):
     for r in rows:
         assert r["reward"] == float(final_answer(r["completion"]) == r["answer"]), r
     assert any(r["reward"] == 1.0 for r in rows), "some sampled answer is right (about 0.3 of them are)"
+
+
+def test_real_grpo_samples_from_a_bf16_copy_and_weights_its_samples(tmp_path):
+    """``trainer.sampling_dtype: bfloat16`` on the real model: two steps sampled from the bf16 copy, each row
+    with the correction's weights (pi / pi_bf16 per token, TRL's token_truncate without a bound here: the raw
+    ratios), which stay near 1 for a copy of the same weights, and the adapter trained."""
+    path = CONFIGS / "real_grpo.yaml"
+    cfg = load_config(path, {**SMOKE, **GROUPED, "trainer.sampling_dtype": "bfloat16", "output_dir": str(tmp_path),
+                             "trainer.sampling_correction": "token_truncate", "trainer.sampling_correction_max": None})
+    out = train(cfg, config_path=str(path))
+    steps = [r for r in out["history"] if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2] and all(math.isfinite(r["loss"]) for r in steps)
+    for r in steps:
+        assert 0.9 < r["stats/sampler_weight_mean"] < 1.1, r
+        assert 0.2 < r["stats/sampler_weight_min"] <= r["stats/sampler_weight_max"] < 5, r
