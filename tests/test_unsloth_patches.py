@@ -67,6 +67,20 @@ def test_a_peft_wrapped_model_and_a_set_length_are_kept(monkeypatch):
     assert all(layer.self_attn.rotary_emb is rotary for layer in model.model.layers)
 
 
+def test_a_model_cast_after_loading_gets_a_config_in_its_weights_dtype(monkeypatch):
+    """An fp16 export read back and cast to fp32: Unsloth's forward casts hidden states to the config's dtype."""
+    unsloth_like_patch(monkeypatch)
+    model = tiny_llama()
+    model.config.dtype = "float16"             # what the export's config.json says
+    assert fit_to_unsloth(model.float()).config.dtype == torch.float32
+    model.config.dtype = torch.float32
+    assert fit_to_unsloth(model.to(torch.bfloat16)).config.dtype == torch.bfloat16
+    untouched = tiny_llama()
+    untouched.config.dtype = "float16"         # a class Unsloth has not patched keeps what it said
+    monkeypatch.undo()
+    assert fit_to_unsloth(untouched.float()).config.dtype in ("float16", torch.float16)
+
+
 def test_sampling_fits_a_model_beside_unsloth_before_it_draws(monkeypatch):
     """core.sampling.sample gives a model Unsloth did not load what the patched forward reads, then draws."""
     from sdpo_kit.core.sampling import sample

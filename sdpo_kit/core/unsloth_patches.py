@@ -10,8 +10,10 @@ generation fails (``Pointer argument cannot be accessed from Triton (cpu tensor?
 object has no attribute 'rotary_emb'``: the GPU run of 2026-11-27).
 
 ``fit_to_unsloth(model)`` gives such a model the same: on the GPU, one rotary embedding shared by
-its attention layers (rebuilt with Unsloth's class when the model was built before the patch), and a
-``max_seq_length``. A model whose class Unsloth has not patched comes back as it was.
+its attention layers (rebuilt with Unsloth's class when the model was built before the patch), a
+``max_seq_length``, and a config whose dtype is the one its weights are in: Unsloth's forward casts the
+hidden states to the config's dtype, so an fp16 export read back and cast to fp32 for a round trip failed
+(``expected mat1 and mat2 to have the same dtype``: the GPU run of 2026-11-28). A model whose class Unsloth has not patched comes back as it was.
 ``run_without_unsloth`` runs what must not meet the patch (the tiny lab's CPU warm start) in a process
 of its own.
 """
@@ -69,7 +71,8 @@ def fit_to_unsloth(model, max_seq_length: int | None = None):
     """``model``, ready for the forward functions Unsloth patched into its class: moved to the GPU if on the CPU,
     every attention layer given the model's rotary embedding (of the class Unsloth put in the modeling
     module, rebuilt from the config when it is the original), ``max_seq_length`` (default the config's
-    ``max_position_embeddings``) set on each level that lacks it. A no-op for a class Unsloth has not
+    ``max_position_embeddings``) set on each level that lacks it, the config's dtype set to the embedding's
+    weight's (Unsloth casts hidden states to it). A no-op for a class Unsloth has not
     patched. Returns the model (moved in place)."""
     if not patched_by_unsloth(model):
         return model
@@ -89,6 +92,13 @@ def fit_to_unsloth(model, max_seq_length: int | None = None):
             attention = getattr(layer, "self_attn", None)
             if attention is not None:
                 attention.rotary_emb = rotary
+    embed = core.get_input_embeddings() if hasattr(core, "get_input_embeddings") else None
+    dtype = getattr(getattr(embed, "weight", None), "dtype", None)
+    said = core.config.dtype
+    if isinstance(said, str):
+        said = getattr(torch, said, None)
+    if dtype is not None and dtype.is_floating_point and said != dtype:
+        core.config.dtype = dtype   # Unsloth casts the hidden states to the config's dtype: the weights' one
     length = max_seq_length or getattr(core.config, "max_position_embeddings", 2048)
     level = core
     while level is not None:
