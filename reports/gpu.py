@@ -75,6 +75,11 @@ def _failed_notebooks(checks) -> list[str]:
                    and c["outcome"] == "failed"})
 
 
+def _and(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
+
+
 def _nb00_words(nb: dict) -> str:
     if nb["after"] is None:
         return f"ran {nb['step']} of its {nb['steps']} GRPO steps before the session's GPU time ran out"
@@ -94,7 +99,7 @@ def gpu_status_fields() -> dict:
     devices = {}
     for r in runs:
         devices.setdefault(r["device"], []).append(r["date"][:10])
-    where = " and ".join(f"an {d} on {' and '.join(sorted(set(days)))}" for d, days in devices.items())
+    where = " and ".join(f"an {d} on {_and(sorted(set(days)))}" for d, days in devices.items())
     tiny, real = _counts(last["checks"], False), _counts(last["checks"], True)
     from_log = next(((p, n) for stage, p, n in last["stages"] if stage == "real (from its log)"), None)
     if from_log:  # the real-model stage's report was lost: its log's counts, without the checks' names
@@ -113,8 +118,8 @@ def gpu_status_fields() -> dict:
         text += ("; which notebook failed is not known (the stage's time limit stopped pytest while it wrote its "
                  "report, which is now written as each check ends)")
     if failed:
-        names = ", ".join(failed[:-1]) + " and " + failed[-1] if len(failed) > 1 else failed[0]
-        text += f"; the failures (notebook{'s' if len(failed) > 1 else ''} {names}) led to fixes"
+        text += (f"; the failures (notebooks {_and(failed)}) led to fixes" if len(failed) > 1 else
+                 f"; the failure (notebook {failed[0]}) led to a fix")
         if later:
             passed, ran = (sum(x) for x in zip(*[(p, n) for _, p, n in later[-1]["stages"]]))
             at = later[-1]["commit"] or "a later commit"
