@@ -130,3 +130,56 @@ def test_a_bad_sampling_dtype_and_loops_without_the_correction_are_refused(tok):
         GRPOLoopConfig(sampling_correction="token")
     with pytest.raises(ValueError, match="SDPOLoop's loss has no correction"):
         loop(tok, SDPOLoop, SDPOLoopConfig, sampling_dtype="bfloat16")
+
+
+CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f{}\nprocessor\t: 1\n"
+
+
+def test_auto_is_bf16_only_on_a_cpu_that_multiplies_bf16_and_for_a_loss_that_corrects():
+    from sdpo_kit.core.sampler_copy import cpu_bf16_flags, resolve_sampling_dtype
+
+    assert cpu_bf16_flags(CPUINFO.format(" avx512_bf16 amx_bf16")) == ["avx512_bf16", "amx_bf16"]
+    assert cpu_bf16_flags(CPUINFO.format("")) == [] and cpu_bf16_flags("") == []
+    with_bf16, without = CPUINFO.format(" amx_bf16"), CPUINFO.format("")
+    assert resolve_sampling_dtype("auto", "cpu", cpuinfo=with_bf16)[0] == "bfloat16"
+    assert resolve_sampling_dtype("auto", "cpu", cpuinfo=without)[0] == "float32"
+    assert resolve_sampling_dtype("auto", "cpu", correctable=False, cpuinfo=with_bf16)[0] == "float32"
+    assert resolve_sampling_dtype("auto", "cuda", cpuinfo=with_bf16)[0] == "float32"
+    assert resolve_sampling_dtype("bfloat16", "cpu", cpuinfo=without) == ("bfloat16", "set in the config")
+    with pytest.raises(ValueError, match="sampling_dtype must be one of"):
+        resolve_sampling_dtype("fp16", "cpu")
+
+
+@pytest.mark.parametrize("flags", [["avx512_bf16"], []])
+def test_a_loop_set_to_auto_follows_the_cpu_and_says_what_it_chose(tok, flags, monkeypatch, capsys):
+    from sdpo_kit.core import sampler_copy
+    from sdpo_kit.sdpo.config import SDPOLoopConfig
+    from sdpo_kit.sdpo.loop import SDPOLoop
+
+    monkeypatch.setattr(sampler_copy, "cpu_bf16_flags", lambda cpuinfo=None: flags)
+    trainer = loop(tok, sampling_dtype="auto")
+    assert trainer.sampling_dtype == ("bfloat16" if flags else "float32")
+    assert (trainer.sampler_copy is not None) == bool(flags)
+    assert f"sampling_dtype: auto -> {trainer.sampling_dtype}" in capsys.readouterr().out
+    sdpo = loop(tok, SDPOLoop, SDPOLoopConfig, sampling_dtype="auto")   # no correction in its loss: the policy samples
+    assert sdpo.sampling_dtype == "float32" and sdpo.sampler_copy is None
+
+
+def test_the_trl_backend_takes_auto_as_the_policy_sampling_and_refuses_bf16():
+    from sdpo_kit.grpo.config import TRLGRPOConfig
+    from sdpo_kit.grpo.trl import grpo_args
+
+    assert TRLGRPOConfig(sampling_dtype="auto").sampling_dtype == "auto"
+    assert "sampling_dtype" not in grpo_args("cpu", sampling_dtype="auto")
+    for build in (lambda: TRLGRPOConfig(sampling_dtype="bfloat16"), lambda: grpo_args("cpu", sampling_dtype="bfloat16")):
+        with pytest.raises(ValueError, match="trl backend samples with the policy"):
+            build()
+    from pathlib import Path
+
+    from sdpo_kit.registry import load_config
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "real_grpo.yaml"
+    for algorithm in ("grpo", "sdpo"):   # one config, every backend: auto means what each can do
+        for backend in ("scratch", "trl"):
+            cfg = load_config(path, {"algorithm": algorithm, "backend": backend, "trainer.sampling_dtype": "auto"})
+            assert cfg.trainer.sampling_dtype == "auto"

@@ -2,12 +2,16 @@
 
     SamplerCopy(policy, dtype)   a plain transformers model holding the policy's weights in ``dtype``, LoRA
                                  folded in (W + s B A); ``refresh()`` copies them again, in place
-    SAMPLING_DTYPES              the ``trainer.sampling_dtype`` values: float32 (the policy itself) or bfloat16
+    SAMPLING_DTYPES              the dtypes ``trainer.sampling_dtype`` names: float32 (the policy itself) or bfloat16
+    SAMPLING_CHOICES             its values: those, or ``auto``
+    resolve_sampling_dtype(...)  what ``auto`` is here: bfloat16 on a CPU that multiplies bf16 in hardware
+                                 (AVX-512 BF16 or AMX), when the loss can correct for it; float32 otherwise
 
 Why: a decoding step multiplies a few rows by every weight, so it is bound by reading the weights and by
 the row products; bf16 halves the bytes, and a CPU with AVX-512 BF16 multiplies them faster (``real_decode.json``:
 the real model's batch in 1.9 s from the copy against 4.2 in fp32, on the machine it names). A CPU without bf16 in hardware
-runs them slower than fp32: the option is off unless a config asks for it.
+runs them slower than fp32: the option is off unless a config asks for it, and ``auto`` takes it only where the
+CPU says it multiplies bf16 (its ``avx512_bf16`` or ``amx_bf16`` flag).
 
 The price: the tokens come from pi_bf16, a slightly different policy (rounded weights; on the real model
 about a third of the sampled rows differ from fp32's), so the loss no longer samples from the policy it
@@ -21,6 +25,41 @@ from __future__ import annotations
 import torch
 
 SAMPLING_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+SAMPLING_CHOICES = (*SAMPLING_DTYPES, "auto")
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")   # /proc/cpuinfo's names for bf16 dot products in hardware
+
+
+def cpu_bf16_flags(cpuinfo: str | None = None) -> list[str]:
+    """The flags of ``BF16_CPU_FLAGS`` this CPU reports (Linux's ``/proc/cpuinfo``; elsewhere none known)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = open("/proc/cpuinfo").read()
+        except OSError:
+            return []
+    flags = set(next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
+                      if line.startswith("flags")), []))
+    return [f for f in BF16_CPU_FLAGS if f in flags]
+
+
+def resolve_sampling_dtype(name: str, device, correctable: bool = True, cpuinfo: str | None = None) -> tuple[str, str]:
+    """(the dtype to sample in, why) for ``trainer.sampling_dtype`` = ``name`` on ``device``.
+
+    ``float32`` and ``bfloat16`` are themselves; ``auto`` is bfloat16 on a CPU whose flags say it multiplies bf16
+    (``cpu_bf16_flags``) when the loss can correct for another sampler (``correctable``: GRPO's can), and
+    float32 otherwise: on a GPU the policy already samples in its 16-bit autocast, and on a CPU without bf16
+    matmuls a bf16 copy samples more slowly than fp32. ValueError for an unknown name."""
+    if name not in SAMPLING_CHOICES:
+        raise ValueError(f"sampling_dtype must be one of {SAMPLING_CHOICES}, got {name!r}")
+    if name != "auto":
+        return name, "set in the config"
+    if not correctable:
+        return "float32", "auto: this loss has no correction for another sampler"
+    if torch.device(device).type != "cpu":
+        return "float32", f"auto: on {torch.device(device).type} the policy samples in its own precision"
+    flags = cpu_bf16_flags(cpuinfo)
+    if not flags:
+        return "float32", "auto: this CPU reports no bf16 matmuls (avx512_bf16, amx_bf16)"
+    return "bfloat16", f"auto: this CPU multiplies bf16 ({', '.join(flags)})"
 
 
 def _plain_name(name: str) -> str:

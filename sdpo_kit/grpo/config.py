@@ -15,12 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sdpo_kit.core.config import DEFAULT_COMPLETION_LENGTH
-from sdpo_kit.core.sampler_copy import SAMPLING_DTYPES
+from sdpo_kit.core.sampler_copy import SAMPLING_CHOICES
 from sdpo_kit.core.scratch import RunConfig
 from sdpo_kit.core.trl_base import resolve_preset
 from sdpo_kit.grpo.loss import LOSS_TYPES, SAMPLER_CORRECTIONS, SCALE_REWARDS
 
 SHARE_PROMPT = (True, False, "auto")
+SAMPLING_ON_TRL = ("sampling_dtype='bfloat16' is the scratch loop's (a bf16 copy whose samples its loss corrects); "
+                   "the trl backend samples with the policy (TRL corrects vLLM's samples: trl_args use_vllm): "
+                   "set float32 or auto")
 
 
 @dataclass
@@ -38,9 +41,12 @@ class GRPOSettings(RunConfig):
     beta: float = 0.0                 # k3 KL weight; > 0 keeps a frozen reference copy
     loss_type: str = "dapo"
     scale_rewards: str = "group"
+    sampling_dtype: str = "float32"   # float32: the policy samples | bfloat16: a bf16 copy (scratch GRPO) | auto
 
     def __post_init__(self):
         super().__post_init__()
+        if self.sampling_dtype not in SAMPLING_CHOICES:
+            raise ValueError(f"sampling_dtype must be one of {SAMPLING_CHOICES}, got {self.sampling_dtype!r}")
         if self.num_generations < 2:
             raise ValueError("num_generations must be >= 2: a group of one has no baseline")
         if self.num_iterations < 1 or self.max_completion_length < 1 or self.temperature <= 0:
@@ -65,10 +71,12 @@ class GRPOLoopConfig(GRPOSettings):
     faster on a CPU with bf16 matmuls, slower on one without) and corrects the loss for it as TRL corrects
     vLLM's samples (``grpo.loss.sampler_weights``: ``sampling_correction`` is TRL's
     ``vllm_importance_sampling_mode``, ``sampling_correction_max`` its ``_clip_max``). GRPO's loss only.
+    ``"auto"``: bfloat16 where that is faster and the loss can correct for it, float32 elsewhere
+    (``core.sampler_copy.resolve_sampling_dtype``); the key is GRPOSettings', so a config that says ``auto``
+    also runs on the TRL backend, which samples with the policy.
     """
 
     share_prompt: bool | str = "auto"
-    sampling_dtype: str = "float32"               # float32: the policy itself samples (on-policy)
     sampling_correction: str = "sequence_mask"    # token_truncate | token_mask | sequence_truncate | sequence_mask
     sampling_correction_max: float | None = 3.0
 
@@ -76,8 +84,6 @@ class GRPOLoopConfig(GRPOSettings):
         super().__post_init__()
         if self.share_prompt not in SHARE_PROMPT:
             raise ValueError(f"share_prompt must be one of {SHARE_PROMPT}, got {self.share_prompt!r}")
-        if self.sampling_dtype not in SAMPLING_DTYPES:
-            raise ValueError(f"sampling_dtype must be one of {tuple(SAMPLING_DTYPES)}, got {self.sampling_dtype!r}")
         if self.sampling_correction not in SAMPLER_CORRECTIONS:
             raise ValueError(f"sampling_correction must be one of {SAMPLER_CORRECTIONS}, "
                              f"got {self.sampling_correction!r}")
@@ -97,3 +103,5 @@ class TRLGRPOConfig(GRPOSettings):
     def __post_init__(self):
         super().__post_init__()
         resolve_preset(self.preset)  # raises on an unknown preset
+        if self.sampling_dtype == "bfloat16":   # auto is float32 here: the policy samples
+            raise ValueError(SAMPLING_ON_TRL)

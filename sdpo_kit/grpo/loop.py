@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from sdpo_kit.core.completions import reward_columns
-from sdpo_kit.core.sampler_copy import SAMPLING_DTYPES, SamplerCopy
+from sdpo_kit.core.sampler_copy import SAMPLING_DTYPES, SamplerCopy, resolve_sampling_dtype
 from sdpo_kit.core.sampling import SharePromptUnsupported, completion_logprobs, sample, shared_prompt_logprobs
 from sdpo_kit.core.scratch import ScratchTrainer
 from sdpo_kit.core.utils import eval_mode
@@ -70,11 +70,21 @@ class GRPOLoop(ScratchTrainer):
             raise SharePromptUnsupported("share_prompt=True, but gradient checkpointing drops the KV cache "
                                          "sharing needs; use share_prompt='auto' or False")
         self.sampler_copy = None   # a bf16 copy to sample from (core.sampler_copy), corrected in the loss
-        if getattr(config, "sampling_dtype", "float32") != "float32":
-            if not self.SAMPLER_CORRECTION:
-                raise ValueError(f"sampling_dtype={config.sampling_dtype!r}: {type(self).__name__}'s loss has no "
-                                 "correction for samples another policy drew; sample in float32")
-            self.sampler_copy = SamplerCopy(model, SAMPLING_DTYPES[config.sampling_dtype])
+        asked = getattr(config, "sampling_dtype", "float32")
+        if asked == "bfloat16" and not self.SAMPLER_CORRECTION:
+            raise ValueError(f"sampling_dtype={asked!r}: {type(self).__name__}'s loss has no "
+                             "correction for samples another policy drew; sample in float32 (or auto)")
+        self.sampling_dtype, why = resolve_sampling_dtype(asked, next(model.parameters()).device,
+                                                          self.SAMPLER_CORRECTION)
+        if self.sampling_dtype != "float32":
+            try:
+                self.sampler_copy = SamplerCopy(model, SAMPLING_DTYPES[self.sampling_dtype])
+            except ValueError as e:   # adapters that cannot be folded: auto samples with the policy
+                if asked != "auto":
+                    raise
+                self.sampling_dtype, why = "float32", f"auto: {e}"
+        if asked == "auto":
+            print(f"sampling_dtype: auto -> {self.sampling_dtype} ({why.removeprefix('auto: ')})", flush=True)
         # "auto": checked against the plain forward on the first batch (see _logprobs)
         self._share = config.share_prompt is True or (
             config.share_prompt == "auto" and not getattr(model, "is_gradient_checkpointing", False))

@@ -52,12 +52,15 @@ from sdpo_kit.core.trl_base import (
     resolve_preset,
     split_callbacks,
 )
-from sdpo_kit.grpo.config import TRLGRPOConfig  # noqa: F401 (re-exported: the registry and older imports)
+from sdpo_kit.grpo.config import (
+    SAMPLING_ON_TRL,
+    TRLGRPOConfig,  # noqa: F401 (re-exported: the registry and older imports)
+)
 from sdpo_kit.rewards import check_columns, checked
 
 # config keys TRL does not know
 OURS_ONLY = ("prompts_per_step", "eval_every", "mixed_precision", "log_completions_every", "zero_signal_fraction",
-             "zero_signal_steps")
+             "zero_signal_steps", "sampling_dtype")
 DEFAULT_ARGS = {"per_device_train_batch_size": 64, "num_generations": 8}
 
 
@@ -89,6 +92,8 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
     for key in ("eval_every", "log_completions_every", "zero_signal_fraction", "zero_signal_steps"):
         overrides.pop(key, None)  # ours, read by MetricsCallback (evaluations, completions.jsonl, ZeroSignalWatch)
     prompts_per_step = overrides.pop("prompts_per_step", None)
+    if overrides.pop("sampling_dtype", "float32") == "bfloat16":   # TRLGRPOConfig refuses it too
+        raise ValueError(SAMPLING_ON_TRL)
     mixed_precision = overrides.pop("mixed_precision", "auto")
     if mixed_precision != "auto":  # the scratch loops' knob, in transformers' flags
         args.update(fp16=mixed_precision == "fp16", bf16=mixed_precision == "bf16")
