@@ -128,7 +128,8 @@ def half(s: dict) -> list[str]:
                 "A sampler in another precision is another policy, so training on its samples is off-policy by that "
                 "much. By default the policy samples itself; `trainer.sampling_dtype: bfloat16` (scratch GRPO) samples "
                 "from a bf16 copy kept in step with it (`core.sampler_copy`) and weights the loss as TRL weights "
-                "vLLM's samples (`grpo.loss.sampler_weights`)."]
+                "vLLM's samples (`grpo.loss.sampler_weights`); `auto` does so only on a CPU that multiplies bf16 in "
+                "hardware (its `avx512_bf16` or `amx_bf16` flag), where the copy is the faster sampler."]
 
 
 def real_learn_bf16(res: dict) -> str:
