@@ -7,6 +7,7 @@ loops whose loss has no correction refuse the option. TRL's loss with the weight
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -168,16 +169,13 @@ def test_a_loop_set_to_auto_follows_the_cpu_and_says_what_it_chose(tok, flags, m
 def test_the_trl_backend_takes_auto_as_the_policy_sampling_and_refuses_bf16():
     from sdpo_kit.grpo.config import TRLGRPOConfig
     from sdpo_kit.grpo.trl import grpo_args
+    from sdpo_kit.registry import load_config
 
     assert TRLGRPOConfig(sampling_dtype="auto").sampling_dtype == "auto"
     assert "sampling_dtype" not in grpo_args("cpu", sampling_dtype="auto")
     for build in (lambda: TRLGRPOConfig(sampling_dtype="bfloat16"), lambda: grpo_args("cpu", sampling_dtype="bfloat16")):
         with pytest.raises(ValueError, match="trl backend samples with the policy"):
             build()
-    from pathlib import Path
-
-    from sdpo_kit.registry import load_config
-
     path = Path(__file__).resolve().parents[1] / "configs" / "real_grpo.yaml"
     for algorithm in ("grpo", "sdpo"):   # one config, every backend: auto means what each can do
         for backend in ("scratch", "trl"):

@@ -13,7 +13,8 @@ object has no attribute 'rotary_emb'``: the GPU run of 2026-11-27).
 its attention layers (rebuilt with Unsloth's class when the model was built before the patch), a
 ``max_seq_length``, and a config whose dtype is the one its weights are in: Unsloth's forward casts the
 hidden states to the config's dtype, so an fp16 export read back and cast to fp32 for a round trip failed
-(``expected mat1 and mat2 to have the same dtype``: the GPU run of 2026-11-28). A model whose class Unsloth has not patched comes back as it was.
+(``expected mat1 and mat2 to have the same dtype``: the GPU run of 2026-11-28). A model whose class Unsloth
+has not patched comes back as it was.
 ``run_without_unsloth`` runs what must not meet the patch (the tiny lab's CPU warm start) in a process
 of its own.
 """
