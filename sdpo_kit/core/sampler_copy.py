@@ -59,7 +59,7 @@ def resolve_sampling_dtype(name: str, device, correctable: bool = True, cpuinfo:
     flags = cpu_bf16_flags(cpuinfo)
     if not flags:
         return "float32", "auto: this CPU reports no bf16 matmuls (avx512_bf16, amx_bf16)"
-    return "bfloat16", f"auto: this CPU multiplies bf16 ({', '.join(flags)})"
+    return "bfloat16", f"auto: this CPU multiplies bf16: {', '.join(flags)}"
 
 
 def _plain_name(name: str) -> str:
