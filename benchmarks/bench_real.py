@@ -6,37 +6,32 @@
     python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...] -> results/real_learn.json
     python benchmarks/bench_real.py sdpo [--seeds 1 2 3] [--methods M ...] [--threads 2]    -> results/real_sdpo.json
 
-``tasks``: held-out accuracy of every difficulty level of ``word_problems`` (``lab/word_problems.py``
-LEVELS, and the task's default), greedy and sampled at the real configs' temperature (0.7), at their
-budget of 48 tokens, read with the ``auto`` rule: which setting leaves the model room to learn (0.2 to
-0.6 greedy), and how many questions give a group of samples with a signal (some right, some wrong).
+``tasks``: held-out accuracy of every level of ``word_problems`` (``lab/word_problems.py`` LEVELS, and the default),
+greedy and sampled at the configs' temperature (0.7) and budget (48 tokens), read with the ``auto`` rule: which
+setting leaves room to learn (0.2 to 0.6 greedy), and how many questions give a group some right and some wrong.
 
-``speed``: every algorithm on every backend it has, at its real config's sizes (``configs/real_*.yaml``),
-evaluation off, each run in a process of its own on ``--threads`` threads: median seconds per step
-(the first step dropped), peak resident memory, and trained tokens per second (the tokens of a step's
-training forward and backward: prompts and completions times ``num_iterations``, divided by the step's
-wall time, sampling included). Beside them, the limit the machine's own matmul speed sets: a 1024 x 1024
-fp32 matmul's GFLOP/s on the same threads, divided by the FLOPs a trained token costs (about 4 x the
-parameters with LoRA: the forward's 2 and the backward's 2 for the activations, no weight gradients
-for the frozen base; 6 x for a full fine-tune), and the tokens per second of the training pass alone
-(forward, backward and AdamW on a fixed batch, no sampling), which is what that limit bounds. Where the
-scratch loops time a step's parts (``time/sample_s``, ``score_s``, ``forward_s``, ``backward_s`` with the
-optimizer), each run records their medians, ``breakdown_s``, and the rest of the step as ``other``. ``--runs``
-measures some only (``grpo:scratch grpo:trl``: a step against TRL's, side by side). ``grpo:scratch_bf16``: GRPO
-sampling from a bf16 copy of the policy (``trainer.sampling_dtype``), its samples corrected in the loss.
+``speed``: every algorithm on every backend it has, at its real config's sizes, evaluation off, each run in a process
+of its own on ``--threads`` threads: median seconds per step (the first dropped), peak resident memory, trained
+tokens per second (prompts and completions times ``num_iterations``, over the step's wall time, sampling included),
+and the scratch loops' timed parts (``breakdown_s``: sample, score, forward, backward with the optimizer, other).
+Beside them, the limit the machine's matmul sets: a 1024 x 1024 fp32 matmul's GFLOP/s over the FLOPs a trained token
+costs (4 x the parameters with LoRA: no weight gradients for the frozen base; 6 x in full), and the training pass
+alone (forward, backward and AdamW on a fixed batch), which that limit bounds. ``--runs grpo:scratch grpo:trl``: a
+step against TRL's, side by side. ``grpo:scratch`` samples as the config says (``trainer.sampling_dtype: auto``: a
+bf16 copy of the policy on a CPU that multiplies bf16, its samples corrected in the loss; each run records what it
+resolved to), ``grpo:scratch_fp32`` with the policy itself.
 
 ``learn``: GRPO as ``configs/real_grpo.yaml`` sets it, once per seed, held-out greedy accuracy before and after,
 with the evaluation's standard error (sqrt(p (1 - p) / n) at the start): the lift is real when it passes two
-of them. Each run's wall time is recorded; the config is sized to fit 30 minutes on 2 cores.
+of them. Each run's wall time is recorded, and the precision it sampled in; the config fits 30 minutes on 2 cores.
 
-``sdpo``: GRPO against SDPO from successful siblings only (this model copies a demonstration but
-does not read the checker's feedback), with TRL's defaults (``configs/real_sdpo.yaml``) and with the RLHF
-book's small-model recipe (``configs/real_sdpo_rlhf_book.yaml``; ``sdpo_rlhf_book_t07``: the same at GRPO's
-sampling temperature, 0.7, not the book's 0.6), every method on the same seeds, and
-before training the teacher's head start on the held-out questions (``sdpo.teacher_quality``: plain
-accuracy, and with the right answer as a sibling's). ``runs`` as ``bench_sdpo_lab.py`` writes them
-(``method``, ``dial``: the task setting, ``seed``, ``final_acc``, ``acc_by_step``) so that
-``bench_sdpo_head_start.py`` reads it beside the labs.
+``sdpo``: GRPO against SDPO from successful siblings only (this model copies a demonstration but does not read the
+checker's feedback), with TRL's defaults (``configs/real_sdpo.yaml``) and the RLHF book's small-model recipe
+(``configs/real_sdpo_rlhf_book.yaml``; ``sdpo_rlhf_book_t07``: at GRPO's temperature, 0.7, not the book's 0.6), all
+on the same seeds and all sampling in fp32, and the teacher's head start on the held-out questions before training
+(``sdpo.teacher_quality``: plain accuracy, and with the right answer as a sibling's). ``runs`` as
+``bench_sdpo_lab.py`` writes them (``method``, ``dial``: the setting, ``seed``, ``final_acc``, ``acc_by_step``),
+so that ``bench_sdpo_head_start.py`` reads it beside the labs.
 
 Left out on purpose: the T4 profile (no GPU here) and any run past 30 minutes.
 """
@@ -56,8 +51,8 @@ from _common import git_commit, median, parse_args, results_path, run_config, wr
 
 CONFIGS = {"grpo": "configs/real_grpo.yaml", "sdpo": "configs/real_sdpo.yaml", "vapor": "configs/real_vapor.yaml",
            "ppo": "configs/real_ppo.yaml"}
-RUNS = [("grpo", "scratch"), ("grpo", "scratch_bf16"), ("grpo", "trl"), ("sdpo", "scratch"), ("sdpo", "trl"),
-        ("vapor", "scratch"), ("vapor", "trl"), ("ppo", "scratch")]   # scratch_bf16: trainer.sampling_dtype=bfloat16
+RUNS = [("grpo", "scratch"), ("grpo", "scratch_fp32"), ("grpo", "trl"), ("sdpo", "scratch"), ("sdpo", "trl"),
+        ("vapor", "scratch"), ("vapor", "trl"), ("ppo", "scratch")]   # scratch_fp32: trainer.sampling_dtype=float32
 BUDGET = 48   # the real configs' max_completion_length
 TEMPERATURE = 0.7   # and their sampling temperature
 
@@ -100,8 +95,7 @@ def matmul_gflops(threads: int, size: int = 1024, repeats: int = 20) -> float:
     a, b = torch.randn(size, size), torch.randn(size, size)
     times = []
     for i in range(repeats + 3):   # three warm-up products
-        t0 = time.perf_counter()
-        a @ b
+        t0, _ = time.perf_counter(), a @ b
         times += [time.perf_counter() - t0] if i >= 3 else []
     return 2 * size**3 / statistics.median(times) / 1e9
 
@@ -122,9 +116,8 @@ def training_pass(threads: int, batch: int = 8, length: int = 96, repeats: int =
         opt.zero_grad(set_to_none=True)
         if i:   # the first pass warms the allocator up
             times.append(time.perf_counter() - t0)
-    params = sum(p.numel() for p in model.parameters())
     return {"batch": batch, "length": length, "s_per_pass": statistics.median(times),
-            "tokens_per_s": batch * length / statistics.median(times), "params": params}
+            "tokens_per_s": batch * length / statistics.median(times), "params": sum(p.numel() for p in model.parameters())}
 
 
 PARTS = ("time/sample_s", "time/score_s", "time/forward_s", "time/backward_s")   # a scratch step's timed parts
@@ -132,16 +125,16 @@ PARTS = ("time/sample_s", "time/score_s", "time/forward_s", "time/backward_s")  
 
 def _speed_child(algorithm, backend, steps, threads, queue):
     torch.set_num_threads(threads)
+    from sdpo_kit.core.sampler_copy import resolve_sampling_dtype
     from sdpo_kit.core.sampling import encode_prompts
     from sdpo_kit.registry import load_config, make_task
-
+    fp32 = {"trainer.sampling_dtype": "float32"} if backend.endswith("_fp32") else {}
     with tempfile.TemporaryDirectory() as out:
-        bf16 = {"trainer.sampling_dtype": "bfloat16"} if backend.endswith("_bf16") else {}
-        s = run_config(CONFIGS[algorithm], {"backend": backend.removesuffix("_bf16"), "trainer.max_steps": steps,
+        s = run_config(CONFIGS[algorithm], {"backend": backend.removesuffix("_fp32"), "trainer.max_steps": steps,
                                             "trainer.eval_every": 0, "trainer.log_completions_every": 0,
-                                            "output_dir": out, "threads": threads, **bf16})
+                                            "output_dir": out, "threads": threads, **fp32})
     rows = [r for r in s["history"] if r.get("step", 0) > 1 and r.get("time/step_s") is not None]
-    cfg = load_config(CONFIGS[algorithm])
+    cfg = load_config(CONFIGS[algorithm], fp32)
     tc = cfg.trainer
     task = make_task(**cfg.task)
     sample = task.splits()[0][:32]
@@ -156,7 +149,9 @@ def _speed_child(algorithm, backend, steps, threads, queue):
                "breakdown_s": parts,
                "median_s": median([r["time/step_s"] for r in rows]), "sequences": per_step, "passes": passes,
                "prompt_tokens": prompt_tokens, "completion_tokens": completion,
-               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               "sampling_dtype": resolve_sampling_dtype(getattr(tc, "sampling_dtype", "float32"), "cpu",   # as the loop
+                                                        correctable=(algorithm, backend) == ("grpo", "scratch"))[0]})
 
 
 def bench_speed(steps: int, threads: int, only: list[str] | None = None) -> tuple[list[dict], dict]:
@@ -185,9 +180,9 @@ def bench_speed(steps: int, threads: int, only: list[str] | None = None) -> tupl
     if ("grpo", "scratch") in by and ("grpo", "trl") in by:
         summary["grpo_scratch_over_trl"] = by["grpo", "scratch"]["median_s"] / by["grpo", "trl"]["median_s"]
         summary["grpo_scratch_over_limit"] = by["grpo", "scratch"]["trained_tokens_per_s"] / limit["lora"]
-    if ("grpo", "scratch_bf16") in by and ("grpo", "trl") in by:
-        summary["grpo_bf16_over_trl"] = by["grpo", "scratch_bf16"]["median_s"] / by["grpo", "trl"]["median_s"]
-        summary["grpo_bf16_over_limit"] = by["grpo", "scratch_bf16"]["trained_tokens_per_s"] / limit["lora"]
+    if ("grpo", "scratch_fp32") in by and ("grpo", "trl") in by:
+        summary["grpo_fp32_over_trl"] = by["grpo", "scratch_fp32"]["median_s"] / by["grpo", "trl"]["median_s"]
+        summary["grpo_fp32_over_limit"] = by["grpo", "scratch_fp32"]["trained_tokens_per_s"] / limit["lora"]
     return runs, summary
 
 
@@ -207,7 +202,7 @@ def bench_learn(seeds: list[int], threads: int, overrides: dict) -> list[dict]:
 
 
 # --- sdpo ---------------------------------------------------------------------------------
-SDPO_METHODS = {"grpo": ("configs/real_grpo.yaml", {}),
+SDPO_METHODS = {"grpo": ("configs/real_grpo.yaml", {"trainer.sampling_dtype": "float32"}),   # as SDPO's loops sample
                 "sdpo": ("configs/real_sdpo.yaml", {"trainer.include_environment_feedback": False}),
                 "sdpo_rlhf_book": ("configs/real_sdpo_rlhf_book.yaml", {}),
                 # the book's recipe at GRPO's temperature: is its edge the loss and live teacher, or cooler samples?
@@ -333,18 +328,21 @@ def main():
         save(runs, complete=True)
     else:
         from sdpo_kit.cli import parse_set
+        from sdpo_kit.core.sampler_copy import resolve_sampling_dtype
 
         overrides = parse_set(args.set)
         runs = bench_learn(args.seeds, args.threads, overrides)
         p0 = median([r["before"] for r in runs])
         from sdpo_kit.registry import load_config
 
-        n = load_config(CONFIGS["grpo"], overrides).task.get("n_eval", 100)
+        cfg = load_config(CONFIGS["grpo"], overrides)
+        n = cfg.task.get("n_eval", 100)
         se = (p0 * (1 - p0) / n) ** 0.5
         lifts = [r["lift"] for r in runs]
         summary = {"median_before": p0, "median_after": median([r["after"] for r in runs]), "median_lift": median(lifts),
                    "min_lift": min(lifts), "eval_se": se, "n_eval": n, "lifts_over_2se": sum(x > 2 * se for x in lifts),
-                   "median_wall_min": median([r["wall_s"] for r in runs]) / 60}
+                   "median_wall_min": median([r["wall_s"] for r in runs]) / 60,
+                   "sampling_dtype": resolve_sampling_dtype(cfg.trainer.sampling_dtype, "cpu")[0]}
         write_results("real_learn", config={"config": CONFIGS["grpo"], "seeds": args.seeds, "threads": args.threads,
                                             "overrides": overrides}, runs=runs, summary=summary)
 

@@ -108,14 +108,15 @@ EXPERIMENTS = {
     "code_lab_discovery": Experiment("bench_code_lab.py --dial 1000 --no-runs --discovery --tts-lr-grid 1e-4 3e-4 "
                                      "1e-3 3e-3 --out code_lab_discovery.json", ("code_lab",), "code_lab"),
     "code_lab_heldout": Experiment("bench_code_lab_heldout.py", ("code_lab",), "code_lab"),
-    "real_tasks": Experiment("bench_real.py tasks", ("real_grpo",), "real"),
-    "real_speed": Experiment("bench_real.py speed", ("real_grpo", "real_grpo_trl", "real_sdpo", "real_vapor",
-                                                     "real_ppo"), "real"),
+    "real_tasks": Experiment("bench_real.py tasks", ("real_grpo_fp32",), "real"),   # no training: fp32 decoding
+    "real_speed": Experiment("bench_real.py speed", ("real_grpo", "real_grpo_fp32", "real_grpo_trl", "real_sdpo",
+                                                     "real_vapor", "real_ppo"), "real"),
     "real_decode": Experiment("bench_decode.py", ("real_grpo",), "real"),
-    "real_learn": Experiment("bench_real.py learn", ("real_grpo",), "real"),
+    # the policy samples (fp32); as shipped (auto), a CPU that multiplies bf16 samples as real_learn_bf16
+    "real_learn": Experiment("bench_real.py learn --set trainer.sampling_dtype=float32", ("real_grpo_fp32",), "real"),
     "real_learn_bf16": sweep("real_learn_bf16", "configs/real_grpo.yaml", "real", seeds=(1, 2, 3),
                              set={"trainer.sampling_dtype": "bfloat16"}),
-    "real_sdpo": Experiment("bench_real.py sdpo", ("real_grpo", "real_sdpo", "real_sdpo_rlhf_book"), "real"),
+    "real_sdpo": Experiment("bench_real.py sdpo", ("real_grpo_fp32", "real_sdpo", "real_sdpo_rlhf_book"), "real"),
     "sdpo_head_start": Experiment("bench_sdpo_head_start.py", ("sdpo_lab", "code_lab", "real_sdpo"), "sdpo",
                                   reads=("sdpo_lab", "sdpo_lab_room", "code_lab", "code_lab_starving",
                                          "code_lab_discovery", "real_sdpo")),

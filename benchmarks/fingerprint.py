@@ -57,6 +57,7 @@ REPLAYS = {   # an experiment declared as a sweep replays its own config and ove
     "ppo": dict(config="configs/teacher_student_ppo.yaml"),
     "real_grpo": dict(config="configs/real_grpo.yaml", steps=REAL_STEPS),
     "real_grpo_trl": dict(config="configs/real_grpo.yaml", set={"backend": "trl"}, steps=REAL_STEPS),
+    "real_grpo_fp32": dict(config="configs/real_grpo.yaml", set={"trainer.sampling_dtype": "float32"}, steps=REAL_STEPS),
     "real_sdpo": dict(config="configs/real_sdpo.yaml", steps=REAL_STEPS),
     "real_sdpo_rlhf_book": dict(config="configs/real_sdpo_rlhf_book.yaml", steps=REAL_STEPS),
     "real_vapor": dict(config="configs/real_vapor.yaml", steps=REAL_STEPS),

@@ -63,13 +63,24 @@ def speed_parts(res: dict) -> list[str]:
            md_table(["algorithm", "backend", "s/step", *keys], rows)]
     s = res["summary"]
     if "grpo_scratch_over_trl" in s:
-        out += ["", f"GRPO's scratch step takes **{s['grpo_scratch_over_trl']:.2f}** of TRL's GRPOTrainer step, measured "
-                f"side by side, and trains at **{s['grpo_scratch_over_limit']:.2f}** of the matmul limit's tokens/s."]
-    if "grpo_bf16_over_trl" in s:
+        grpo = next(r for r in res["runs"] if (r["algorithm"], r["backend"]) == ("grpo", "scratch"))
+        how = SAMPLED.get(grpo.get("sampling_dtype"), "")
+        out += ["", f"GRPO's scratch step{how} takes **{s['grpo_scratch_over_trl']:.2f}** of TRL's GRPOTrainer step, "
+                f"measured side by side, and trains at **{s['grpo_scratch_over_limit']:.2f}** of the matmul limit's "
+                "tokens/s."]
+    if "grpo_fp32_over_trl" in s:
+        out[-1] += (f" With the policy sampling in fp32 (`trainer.sampling_dtype: float32`, which `auto` gives on a CPU "
+                    f"without bf16 products), it takes **{s['grpo_fp32_over_trl']:.2f}** of TRL's step and trains at "
+                    f"**{s['grpo_fp32_over_limit']:.2f}** of the limit.")
+    if "grpo_bf16_over_trl" in s:   # files before configs/real_grpo.yaml said auto
         out[-1] += (f" Sampling from a bfloat16 copy of the policy (`trainer.sampling_dtype: bfloat16`, opt-in: the loss "
                     f"weights its samples as TRL weights vLLM's), the step takes **{s['grpo_bf16_over_trl']:.2f}** of "
                     f"TRL's and trains at **{s['grpo_bf16_over_limit']:.2f}** of the limit.")
     return out
+
+
+SAMPLED = {"bfloat16": " (as `configs/real_grpo.yaml` samples on this CPU: `auto` took the bf16 copy)",
+           "float32": " (as `configs/real_grpo.yaml` samples on this CPU: `auto` kept the policy, in fp32)"}
 
 
 def real_decode(res: dict) -> str:
@@ -126,10 +137,11 @@ def half(s: dict) -> list[str]:
                 f"batch takes **{s['bf16_s']:.1f} s** ({s['bf16_s'] / s['merged_s']:.2f} of the fp32 run's; the copy "
                 f"{s['bf16_cast_s']:.2f} s more), and {s['rows_identical_bf16']:.0%} of its rows are the fp32 run's. "
                 "A sampler in another precision is another policy, so training on its samples is off-policy by that "
-                "much. By default the policy samples itself; `trainer.sampling_dtype: bfloat16` (scratch GRPO) samples "
-                "from a bf16 copy kept in step with it (`core.sampler_copy`) and weights the loss as TRL weights "
-                "vLLM's samples (`grpo.loss.sampler_weights`); `auto` does so only on a CPU that multiplies bf16 in "
-                "hardware (its `avx512_bf16` or `amx_bf16` flag), where the copy is the faster sampler."]
+                "much. `trainer.sampling_dtype: bfloat16` (scratch GRPO) samples from a bf16 copy kept in step with "
+                "the policy (`core.sampler_copy`) and weights the loss as TRL weights vLLM's samples "
+                "(`grpo.loss.sampler_weights`); `auto`, which `configs/real_grpo.yaml` sets, does so only on a CPU that "
+                "multiplies bf16 in hardware (its `avx512_bf16` or `amx_bf16` flag), where the copy is the faster "
+                "sampler; elsewhere the policy samples itself, as it does by default."]
 
 
 def real_learn_bf16(res: dict) -> str:
@@ -153,8 +165,15 @@ def real_learn(res: dict) -> str:
         md_table(["seed", "before", "after", "lift", "wall min"], rows), "",
         f"Median lift **{s['median_lift']:+.3f}** ({s['median_before']:.3f} -> {s['median_after']:.3f}); two standard "
         f"errors of the {s['n_eval']}-question evaluation are {2 * s['eval_se']:.3f}, passed by {s['lifts_over_2se']} of "
-        f"{len(res['runs'])} seeds. `{res['config']['config']}`, {res['config']['threads']} threads, median "
-        f"{s['median_wall_min']:.1f} min a run.", "", provenance(res)])
+        f"{len(res['runs'])} seeds. `{res['config']['config']}`{sampler(res)}, {res['config']['threads']} threads, "
+        f"median {s['median_wall_min']:.1f} min a run.", "", provenance(res)])
+
+
+def sampler(res: dict) -> str:
+    """How ``real_learn``'s runs sampled: the precision the file records, else the policy's own fp32 (files made
+    before ``trainer.sampling_dtype`` existed)."""
+    dtype = res["summary"].get("sampling_dtype", "float32")
+    return (" sampling from the policy in fp32" if dtype == "float32" else f" sampling from a {dtype} copy of the policy")
 
 
 def real_fields(res: dict) -> dict:
