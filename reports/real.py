@@ -72,10 +72,6 @@ def speed_parts(res: dict) -> list[str]:
         out[-1] += (f" With the policy sampling in fp32 (`trainer.sampling_dtype: float32`, which `auto` gives on a CPU "
                     f"without bf16 products), it takes **{s['grpo_fp32_over_trl']:.2f}** of TRL's step and trains at "
                     f"**{s['grpo_fp32_over_limit']:.2f}** of the limit.")
-    if "grpo_bf16_over_trl" in s:   # files before configs/real_grpo.yaml said auto
-        out[-1] += (f" Sampling from a bfloat16 copy of the policy (`trainer.sampling_dtype: bfloat16`, opt-in: the loss "
-                    f"weights its samples as TRL weights vLLM's), the step takes **{s['grpo_bf16_over_trl']:.2f}** of "
-                    f"TRL's and trains at **{s['grpo_bf16_over_limit']:.2f}** of the limit.")
     return out
 
 
