@@ -11,9 +11,10 @@
 A decoding step multiplies a few rows (the B last tokens) by every weight of the model: 16 rows on
 ``configs/real_grpo.yaml``. On a CPU the weights' read and the row products bound it, and the BLAS kernel
 matters: in fp32 ``y^T = W x^T`` runs these shapes faster than ``y = x W^T`` (``F.linear``'s layout), the same
-products summed in the same order (``real_decode.json``: the real model's batch in 4.2 s against 4.5, every
-row the same; bf16 weights keep ``F.linear``, which is faster there, on 2-D rows). ``few_row_linears`` switches every plain ``nn.Linear`` of the model to it while
-sampling, for inputs of at most ``FEW_ROWS`` rows on a CPU; a prompt's forward keeps ``F.linear``.
+products summed in the same order (``real_decode.json``: the real model's batch in 4.3 s against 5.0, every
+row the same; bf16 weights keep ``F.linear``, which is faster there, on 2-D rows). ``few_row_linears``
+switches every plain ``nn.Linear`` of the model to it while sampling, for inputs of at most ``FEW_ROWS`` rows
+on a CPU; a prompt's forward keeps ``F.linear``.
 """
 
 from __future__ import annotations

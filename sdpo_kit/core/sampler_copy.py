@@ -8,10 +8,10 @@
                                  (AVX-512 BF16 or AMX), when the loss can correct for it; float32 otherwise
 
 Why: a decoding step multiplies a few rows by every weight, so it is bound by reading the weights and by
-the row products; bf16 halves the bytes, and a CPU with AVX-512 BF16 multiplies them faster (``real_decode.json``:
-the real model's batch in 2.3 s from the copy against 4.3 in fp32, on the machine it names). A CPU without bf16 in hardware
-runs them slower than fp32: the option is off unless a config asks for it, and ``auto`` takes it only where the
-CPU says it multiplies bf16 (its ``avx512_bf16`` or ``amx_bf16`` flag).
+the row products; bf16 halves the bytes, and a CPU with AVX-512 BF16 multiplies them faster
+(``real_decode.json``: the real model's batch in 2.3 s from the copy against 4.3 in fp32, on the machine it
+names). A CPU without bf16 in hardware runs them slower than fp32: the option is off unless a config asks for
+it, and ``auto`` takes it only where the CPU says it multiplies bf16 (its ``avx512_bf16`` or ``amx_bf16`` flag).
 
 The price: the tokens come from pi_bf16, a slightly different policy (rounded weights; on the real model
 about a third of the sampled rows differ from fp32's), so the loss no longer samples from the policy it
