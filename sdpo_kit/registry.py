@@ -53,10 +53,16 @@ class TrainerEntry:
     config: str | type          # the trainer's config dataclass
     build: str | Callable        # build(model, tokenizer, reward_funcs, train_rows, config, **kw)
     run: str | Callable = run_scratch
+    pieces: str | dict | None = None  # {name: core.pieces.Piece} the builder takes as keywords (a learner's own)
 
     @property
     def config_class(self) -> type:
         return _resolve(self.config)
+
+    @property
+    def learner_pieces(self) -> dict:
+        """The pieces a learner may replace on this trainer (``core.pieces``): name -> Piece."""
+        return {} if self.pieces is None else _resolve(self.pieces)
 
     def build_trainer(self, *args, **kwargs):
         return _resolve(self.build)(*args, **kwargs)
@@ -68,9 +74,9 @@ class TrainerEntry:
 TRAINERS: dict[tuple[str, str], TrainerEntry] = {}
 
 
-def register(algorithm: str, backend: str, *, config, build, run=run_scratch) -> TrainerEntry:
+def register(algorithm: str, backend: str, *, config, build, run=run_scratch, pieces=None) -> TrainerEntry:
     """Register (or replace) the trainer for ``(algorithm, backend)``."""
-    entry = TrainerEntry(algorithm, backend, config, build, run)
+    entry = TrainerEntry(algorithm, backend, config, build, run, pieces)
     TRAINERS[(algorithm, backend)] = entry
     return entry
 
@@ -144,7 +150,8 @@ def load_config(path, overrides: dict | None = None) -> Config:
 
 
 # the whole list: (algorithm, backend) -> the trainer's config class, its builder and its runner
-register("grpo", "scratch", config="sdpo_kit.grpo.config:GRPOLoopConfig", build="sdpo_kit.grpo.loop:GRPOLoop")
+register("grpo", "scratch", config="sdpo_kit.grpo.config:GRPOLoopConfig", build="sdpo_kit.grpo.loop:GRPOLoop",
+         pieces="sdpo_kit.grpo.pieces:PIECES")
 register("grpo", "trl", config="sdpo_kit.grpo.config:TRLGRPOConfig",
          build="sdpo_kit.grpo.trl:build_from_config", run="sdpo_kit.core.trl_base:train_trl")
 register("vapor", "scratch", config="sdpo_kit.vapor.config:VAPORLoopConfig",
@@ -152,8 +159,8 @@ register("vapor", "scratch", config="sdpo_kit.vapor.config:VAPORLoopConfig",
 register("vapor", "trl", config="sdpo_kit.vapor.config:TRLVAPORConfig",
          build="sdpo_kit.vapor.trl:build_vapor_from_config", run="sdpo_kit.core.trl_base:train_trl")
 register("sdpo", "scratch", config="sdpo_kit.sdpo.config:SDPOLoopConfig",
-         build="sdpo_kit.sdpo.loop:SDPOLoop")
+         build="sdpo_kit.sdpo.loop:SDPOLoop", pieces="sdpo_kit.sdpo.pieces:PIECES")
 register("sdpo", "trl", config="sdpo_kit.sdpo.config:TRLSDPOConfig",
          build="sdpo_kit.sdpo.trl:build_sdpo_from_config", run="sdpo_kit.core.trl_base:train_trl")
 register("ppo", "scratch", config="sdpo_kit.ppo.config:TeacherStudentPPOConfig",
-         build="sdpo_kit.ppo.trainer:build_ppo_from_config")
+         build="sdpo_kit.ppo.trainer:build_ppo_from_config", pieces="sdpo_kit.ppo.pieces:PIECES")

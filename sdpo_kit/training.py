@@ -1,10 +1,18 @@
-"""The training API: ``train(cfg)`` runs one job from a checked ``Config``, as ``sdpo-kit train`` does.
+"""The training API: ``train(config)`` runs one job, as ``sdpo-kit train`` does.
 
-    train(cfg, *, config_path, resume_from=None, dashboard=None) -> summary dict
+    train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=None, overrides=None,
+          resume_from=None, dashboard=None, config_path=None) -> summary dict
+    as_config(config, overrides)      a YAML path, a dict or a ``Config`` -> a checked ``Config
     set_threads(n, model_name)        torch CPU threads for a run (the config's, else 1 for the tiny lab)
     ProgressPrinter(max_steps, every)  the console line of a step's reward, loss and eval accuracy
     preflight_for(cfg)                 ``models.preflight`` for a run config (device, dtype, memory estimate)
     check_answer_rules(task, rewards)  warns when a reward reads answers with another rule than the task's
+
+``config`` is a YAML file's path, a dict of its sections or a ``Config``. ``advantage_fn``, ``loss_fn``,
+``distill_fn`` and ``gae_fn`` are your own pieces in place of the library's (``core.pieces``; which trainer
+takes which: ``grpo/pieces.py``, ``sdpo/pieces.py``, ``ppo/pieces.py``): a piece the trainer does not take,
+or a setting it cannot express, is a ``ConfigError`` before the model loads; a piece that raises or
+returns the wrong shape stops the run at that call (``core.pieces.PieceError``).
 
 ``train`` builds the task (``registry.make_task``), the policy (``models.load_policy``) and the rewards
 (``rewards.make_reward``; model-scored rewards score with the policy itself unless their ``scorer`` says
@@ -110,8 +118,27 @@ def check_answer_rules(task, reward_funcs) -> None:
                           "drop the reward's own", stacklevel=2)
 
 
-def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, dashboard=None) -> dict:
-    """Run one training job from a ``Config`` (from ``resume_from``, a checkpoint folder, if given).
+def as_config(config, overrides: dict | None = None):
+    """A checked ``Config`` from a YAML path, a dict of sections or a ``Config`` (``overrides``: dotted keys,
+    ``{"trainer.max_steps": 3}``, for a path or a dict)."""
+    from sdpo_kit.core.config import Config, ConfigError
+    from sdpo_kit.registry import config_from_dict, load_config
+
+    if isinstance(config, Config):
+        if overrides:
+            raise ConfigError("overrides apply to a config's path or dict; set them on the Config itself")
+        return config
+    if isinstance(config, dict):
+        return config_from_dict(config, overrides)
+    if isinstance(config, (str, os.PathLike)):
+        return load_config(config, overrides)
+    raise ConfigError(f"config: a YAML path, a dict or a Config, got a {type(config).__name__}")
+
+
+def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=None, overrides: dict | None = None,
+          resume_from: str | None = None, dashboard=None, config_path: str | None = None) -> dict:
+    """Run one training job from ``config`` (a YAML path, a dict or a ``Config``), from ``resume_from``, a
+    checkpoint folder, if given; with your own pieces in place of the library's (module docstring).
 
     ``dashboard``: a ``core.dashboard.Dashboard`` to show the run in (a notebook's live plots, progress and
     completions); it then draws ``reward_curve.png`` in place of the run's own plot.
@@ -122,6 +149,7 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, d
     """
     from sdpo_kit.core.checkpoint import save_model
     from sdpo_kit.core.config import ConfigError, completion_budget, dump_config
+    from sdpo_kit.core.pieces import describe, refusals
     from sdpo_kit.core.plotting import LivePlot, panels_for
     from sdpo_kit.core.utils import seed_everything
     from sdpo_kit.lab.dataset_task import check_dataset_run
@@ -130,6 +158,15 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, d
     from sdpo_kit.registry import get_trainer, make_task
     from sdpo_kit.rewards import make_reward
 
+    if config_path is None:
+        config_path = str(config) if isinstance(config, (str, os.PathLike)) else "<dict>"
+    cfg = as_config(config, overrides)
+    entry = get_trainer(cfg.algorithm, cfg.backend)
+    pieces = {k: v for k, v in dict(advantage_fn=advantage_fn, loss_fn=loss_fn, distill_fn=distill_fn,
+                                    gae_fn=gae_fn).items() if v is not None}
+    problems = refusals(entry.learner_pieces, cfg.trainer, pieces)
+    if problems:
+        raise ConfigError(f"{cfg.algorithm}/{cfg.backend}: " + "; ".join(problems))
     t_start = time.perf_counter()
     tc = cfg.trainer
     threads = set_threads(cfg.threads, cfg.model.name)
@@ -142,6 +179,8 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, d
           f"reward={[r['type'] for r in cfg.reward]} steps={tc.max_steps} threads={threads}{resumed} -> {out}",
           flush=True)
     print(f"preflight: {preflight_for(cfg)}", flush=True)
+    for name, fn in pieces.items():
+        print(f"{name}: yours, {describe(fn)}", flush=True)
 
     task = make_task(**cfg.task)
     try:
@@ -185,10 +224,9 @@ def train(cfg, *, config_path: str = "<dict>", resume_from: str | None = None, d
         plot = plot_for(out / "reward_curve.png")
     printer = ProgressPrinter(tc.max_steps, every=max(1, tc.max_steps // 20))
     ran: list[dict] = []  # the training rows this run logs (a resumed run's earlier rows are not sent again)
-    entry = get_trainer(cfg.algorithm, cfg.backend)
     trainer = entry.build_trainer(model, tokenizer, reward_funcs, train_rows, tc, eval_fn=eval_fn,
                                   callbacks=[plot, printer, lambda r: ran.append(r) if "loss" in r else None],
-                                  reward_weights=reward_weights)
+                                  reward_weights=reward_weights, **pieces)
     t_train = time.perf_counter()  # from here on: the training loop only
     history = entry.run_trainer(trainer, resume_from)
     train_s = time.perf_counter() - t_train

@@ -23,6 +23,7 @@
     config.py      the YAML run config, parsed and checked (the registry supplies the trainer classes)
     profiles.py    which model a notebook runs and which of its profiles goes with it (tiny lab, the real
                    CPU model, the T4), with the profile's smoke sizes
+    pieces.py      a learner's own piece of an algorithm (an advantage, a loss), checked where it runs
     user_code.py   a learner's own function named in a config ("my_rewards.py:name", "package.module:name")
     utils.py       eval_mode, seed_everything, tolerances, quiet_progress_bars
 """

@@ -33,12 +33,14 @@ from collections.abc import Callable, Sequence
 import torch
 
 from sdpo_kit.core.completions import reward_columns
+from sdpo_kit.core.pieces import prepare
 from sdpo_kit.core.sampler_copy import SAMPLING_DTYPES, SamplerCopy, resolve_sampling_dtype
 from sdpo_kit.core.sampling import SharePromptUnsupported, completion_logprobs, sample, shared_prompt_logprobs
 from sdpo_kit.core.scratch import ScratchTrainer
 from sdpo_kit.core.utils import eval_mode
 from sdpo_kit.grpo.config import SHARE_PROMPT, GRPOConfig, GRPOLoopConfig, GRPOSettings  # noqa: F401 (re-exported)
 from sdpo_kit.grpo.loss import group_advantages, grpo_loss, sampler_weights
+from sdpo_kit.grpo.pieces import PIECES
 from sdpo_kit.rewards import check_columns, compute_rewards_with_feedback, reward_name
 
 
@@ -52,15 +54,19 @@ class GRPOLoop(ScratchTrainer):
         config: a ``GRPOLoopConfig``.
         eval_fn: ``eval_fn(model) -> float`` (e.g. a task's held-out greedy accuracy), optional.
         callbacks: callables ``cb(metrics: dict)`` run after each logged step (``LivePlot``...).
+        advantage_fn, loss_fn: your own advantage and loss in place of the library's (``grpo/pieces.py``
+            says how they are called and which settings they refuse); checked at every call.
     """
 
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
                  config: GRPOLoopConfig | None = None, *, eval_fn: Callable | None = None,
-                 callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):
+                 callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None,
+                 advantage_fn: Callable | None = None, loss_fn: Callable | None = None):
         if not train_rows:
             raise ValueError("train_rows is empty")
         check_columns(train_rows[0].keys(), reward_funcs)
         config = config or GRPOLoopConfig()
+        self.advantage_fn, self.loss_fn = prepare(PIECES, config, advantage_fn=advantage_fn, loss_fn=loss_fn)
         super().__init__(model, tokenizer, train_rows, config, eval_fn=eval_fn, callbacks=callbacks)
         self.reward_funcs, self.reward_weights = list(reward_funcs), reward_weights
         self.ref_model = None
@@ -71,11 +77,11 @@ class GRPOLoop(ScratchTrainer):
                                          "sharing needs; use share_prompt='auto' or False")
         self.sampler_copy = None   # a bf16 copy to sample from (core.sampler_copy), corrected in the loss
         asked = getattr(config, "sampling_dtype", "float32")
-        if asked == "bfloat16" and not self.SAMPLER_CORRECTION:
+        corrects = self.SAMPLER_CORRECTION and self.loss_fn is None   # a learner's loss_fn has no correction
+        if asked == "bfloat16" and not corrects:
             raise ValueError(f"sampling_dtype={asked!r}: {type(self).__name__}'s loss has no "
                              "correction for samples another policy drew; sample in float32 (or auto)")
-        self.sampling_dtype, why = resolve_sampling_dtype(asked, next(model.parameters()).device,
-                                                          self.SAMPLER_CORRECTION)
+        self.sampling_dtype, why = resolve_sampling_dtype(asked, next(model.parameters()).device, corrects)
         if self.sampling_dtype != "float32":
             try:
                 self.sampler_copy = SamplerCopy(model, SAMPLING_DTYPES[self.sampling_dtype])
@@ -175,7 +181,7 @@ class GRPOLoop(ScratchTrainer):
         cfg = self.config
         ro, rewards, per_func = self.rollout(self.next_rows())
         # rewards are scored on the CPU; the loss runs on the model's device (a GPU on Colab)
-        advantages = group_advantages(rewards, cfg.num_generations, cfg.scale_rewards).to(ro.completion_mask.device)  # (B,)
+        advantages = self.advantages(rewards).to(ro.completion_mask.device)           # (B,)
         args = (ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask)
         mask = ro.completion_mask                                                       # (B, T)
         ref_logp = None
@@ -198,6 +204,9 @@ class GRPOLoop(ScratchTrainer):
                 ref_logp=ref_logp, beta=cfg.beta, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
                 loss_type=cfg.loss_type, max_completion_length=cfg.max_completion_length, sampler_weights=weights,
             )
+            if self.loss_fn is not None:   # yours trains; the library's (the same inputs) gives the stats
+                loss = self.loss_fn(logp, old_logp, advantages, mask, cfg.epsilon)      # scalar
+                stats["policy_loss"] = loss.detach()
             self.optimizer_step(loss)
         return {
             **self.sampler_stats(weights, mask),
@@ -210,6 +219,12 @@ class GRPOLoop(ScratchTrainer):
             "stats/clip_frac_high": stats["clip_frac_high"].item(),
             "stats/ratio_mean": stats["ratio_mean"].item(),
         }
+
+    def advantages(self, rewards: torch.Tensor) -> torch.Tensor:
+        """A (B,) from the rewards (B,): the learner's ``advantage_fn`` if given, else ``group_advantages``."""
+        if self.advantage_fn is not None:
+            return self.advantage_fn(rewards.clone(), self.config.num_generations)    # (B,)
+        return group_advantages(rewards, self.config.num_generations, self.config.scale_rewards)  # (B,)
 
     @staticmethod
     def sampler_stats(weights: torch.Tensor | None, mask: torch.Tensor) -> dict:

@@ -34,6 +34,7 @@ from sdpo_kit.ppo.loss import (
     early_stop,
     explained_variance,
     gae,
+    gae_advantages,
     kl_penalty_terms,
     masked_var,
     masked_whiten,
@@ -49,6 +50,6 @@ __all__ = [
     "grpo_loss", "kl_k1", "kl_k2", "kl_k3", "kl_penalty", "masked_mean", "masked_sum", "preference_dpo_loss",
     "preference_log_term", "tempered", "token_logprobs", "vapor_kl", "vapor_loss", "SDPO_MODES", "add_tail_bucket", "generalized_jsd",
     "sdpo_loss", "sdpo_per_token_loss", "KL_PENALTIES", "AdaptiveKLController", "FixedKLController", "RunningMoments",
-    "distillation_loss", "early_stop", "explained_variance", "gae", "kl_penalty_terms", "masked_var", "masked_whiten",
+    "distillation_loss", "early_stop", "explained_variance", "gae", "gae_advantages", "kl_penalty_terms", "masked_var", "masked_whiten",
     "per_token_rewards", "ppo_loss", "scale_scores",
 ]

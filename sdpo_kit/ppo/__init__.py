@@ -4,4 +4,5 @@
     value_head.py  PolicyWithValueHead: a scalar value head on the policy's trunk
     config.py      TeacherStudentPPOConfig (the YAML ``trainer:`` section of ``algorithm: ppo``)
     trainer.py     TeacherStudentPPOTrainer on the shared scratch scaffold
+    pieces.py      the piece a learner may write: the GAE recursion (``gae_fn``)
 """

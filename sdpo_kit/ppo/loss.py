@@ -77,25 +77,32 @@ def per_token_rewards(scores: torch.Tensor, logp: torch.Tensor, ref_logp: torch.
     return rewards, non_score, kl
 
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float, lam: float,
-        whiten_rewards: bool = False):
-    """Generalised advantage estimation, (B, T) in, ``(advantages, returns)`` out (0.11.4's).
+def gae_advantages(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
+    """The GAE recursion over every position of (B, T) rewards and values (already masked), (B, T) out:
 
-    Values and rewards are masked first; the reversed recursion runs over every position:
-        delta_t = r_t + gamma * V_{t+1} - V_t,   A_t = delta_t + gamma * lam * A_{t+1}
-    returns = A + V before whitening; the advantages are then whitened over the mask and detached."""
-    values, rewards = values * mask, rewards * mask                                # (B, T)
-    if whiten_rewards:
-        rewards = masked_whiten(rewards, mask, shift_mean=False)
+        delta_t = r_t + gamma * V_{t+1} - V_t   (V_T = 0),   A_t = delta_t + gamma * lam * A_{t+1}"""
     T = rewards.size(1)
     last = torch.zeros_like(rewards[:, 0])                                         # (B,)
     out = []
     for t in reversed(range(T)):
-        next_value = values[:, t + 1] if t < T - 1 else torch.zeros_like(last)
-        delta = rewards[:, t] + gamma * next_value - values[:, t]
-        last = delta + gamma * lam * last
+        next_value = values[:, t + 1] if t < T - 1 else torch.zeros_like(last)     # (B,)
+        delta = rewards[:, t] + gamma * next_value - values[:, t]                  # (B,)
+        last = delta + gamma * lam * last                                          # (B,)
         out.append(last)
-    advantages = torch.stack(out[::-1], dim=1)                                     # (B, T)
+    return torch.stack(out[::-1], dim=1)                                           # (B, T)
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float, lam: float,
+        whiten_rewards: bool = False, advantages_fn=None):
+    """Generalised advantage estimation, (B, T) in, ``(advantages, returns)`` out (0.11.4's).
+
+    Values and rewards are masked first; the reversed recursion (``gae_advantages``, or a learner's
+    ``advantages_fn`` with its signature, ``ppo/pieces.py``) runs over every position; returns = A + V
+    before whitening; the advantages are then whitened over the mask and detached."""
+    values, rewards = values * mask, rewards * mask                                # (B, T)
+    if whiten_rewards:
+        rewards = masked_whiten(rewards, mask, shift_mean=False)
+    advantages = (advantages_fn or gae_advantages)(rewards, values, gamma, lam)    # (B, T)
     returns = advantages + values                                                  # (B, T)
     return masked_whiten(advantages, mask).detach(), returns
 

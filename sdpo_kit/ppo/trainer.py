@@ -40,6 +40,7 @@ import torch
 
 from sdpo_kit.core.completions import reward_columns
 from sdpo_kit.core.logprobs import tempered, token_logprobs
+from sdpo_kit.core.pieces import prepare
 from sdpo_kit.core.precision import upcast_trainable
 from sdpo_kit.core.sampling import completion_logits, encode_prompts, sample
 from sdpo_kit.core.scratch import ScratchTrainer
@@ -55,6 +56,7 @@ from sdpo_kit.ppo.loss import (
     ppo_loss,
     scale_scores,
 )
+from sdpo_kit.ppo.pieces import PIECES
 from sdpo_kit.ppo.value_head import HEAD_FILE, PolicyWithValueHead
 from sdpo_kit.rewards import compute_rewards, reward_name
 
@@ -72,15 +74,18 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         teacher_prompt: a row's prompt -> the prompt the teacher reads before the response (None: the
             student's own prompt), e.g. ``lambda p: demonstration + p`` for chat messages.
         eval_fn, callbacks, reward_weights: as the other scratch trainers.
+        gae_fn: your GAE recursion in place of the library's (``ppo/pieces.py``), checked at every call.
     """
 
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
                  config: TeacherStudentPPOConfig | None = None, *, teacher=None,
                  teacher_prompt: Callable | None = None, eval_fn: Callable | None = None,
-                 callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):
+                 callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None,
+                 gae_fn: Callable | None = None):
         config = config or TeacherStudentPPOConfig(teacher_model=None, kd_coef=0.0)
         if config.kd_coef > 0 and teacher is None:
             raise ValueError("kd_coef > 0 needs a teacher model (pass teacher=...)")
+        (self.gae_fn,) = prepare(PIECES, config, gae_fn=gae_fn)
         self.pv = PolicyWithValueHead(model, dropout=config.value_head_dropout)
         super().__init__(model, tokenizer, train_rows, config, eval_fn=eval_fn, callbacks=callbacks)
         self.reward_funcs, self.reward_weights = list(reward_funcs), reward_weights
@@ -191,7 +196,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
                                                    ro.completion_mask)                 # (B, T, V)
             rewards, _, kl = per_token_rewards(scores, old_logp, ref_logp, mask, self.kl_ctl.value, cfg.kl_penalty)
             advantages, returns = gae(rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam,
-                                      whiten_rewards=cfg.whiten_rewards)                # (B, T) each
+                                      whiten_rewards=cfg.whiten_rewards, advantages_fn=self.gae_fn)  # (B, T) each
         return dict(ro=ro, raw=raw, scores=scores, mask=mask, old_logp=old_logp, old_values=values * mask,
                     advantages=advantages, returns=returns, teacher_logits=teacher_logits, kl=kl)
 
@@ -267,7 +272,7 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
 
 
 def build_ppo_from_config(model, tokenizer, reward_funcs, train_rows, config: TeacherStudentPPOConfig, *,
-                          eval_fn=None, callbacks=(), reward_weights=None) -> TeacherStudentPPOTrainer:
+                          eval_fn=None, callbacks=(), reward_weights=None, gae_fn=None) -> TeacherStudentPPOTrainer:
     """The registry's build: loads ``config.teacher_model`` (the tiny lab with ``teacher_lab``, or a
     hub id / directory with the student's tokenizer) when distillation is on."""
     from sdpo_kit.models import TINY_LAB, load_policy
@@ -277,4 +282,4 @@ def build_ppo_from_config(model, tokenizer, reward_funcs, train_rows, config: Te
         lab = config.teacher_lab if config.teacher_model == TINY_LAB else None
         teacher, _ = load_policy(config.teacher_model, lora=False, lab_config=lab)
     return TeacherStudentPPOTrainer(model, tokenizer, reward_funcs, train_rows, config, teacher=teacher,
-                                    eval_fn=eval_fn, callbacks=callbacks, reward_weights=reward_weights)
+                                    eval_fn=eval_fn, callbacks=callbacks, reward_weights=reward_weights, gae_fn=gae_fn)

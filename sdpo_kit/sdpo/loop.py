@@ -41,25 +41,30 @@ from collections.abc import Callable, Sequence
 import torch
 
 from sdpo_kit.core.logprobs import tempered, token_logprobs
+from sdpo_kit.core.pieces import prepare
 from sdpo_kit.core.sampling import completion_logits
 from sdpo_kit.grpo.loop import GRPOLoop
 from sdpo_kit.grpo.loss import group_advantages, grpo_loss
 from sdpo_kit.sdpo.config import DISTILLATION_LOSS_TYPE, SDPOFields, SDPOLoopConfig  # noqa: F401 (re-exported)
 from sdpo_kit.sdpo.loss import sdpo_loss
+from sdpo_kit.sdpo.pieces import PIECES
 from sdpo_kit.sdpo.teacher import Teacher, teacher_prompt_batch  # noqa: F401 (teacher_prompt_batch: re-exported)
 
 COVERAGE_WARN_STEPS = 10  # steps in a row without any teacher before saying so (TRL's diagnostics interval)
 
 
 class SDPOLoop(GRPOLoop):
-    """The scratch SDPO trainer (``SDPOLoopConfig``); rows need ``prompt`` and the rewards' columns."""
+    """The scratch SDPO trainer (``SDPOLoopConfig``); rows need ``prompt`` and the rewards' columns.
+    ``distill_fn``: your per-token distillation loss in place of the library's (``sdpo/pieces.py``)."""
 
     SAMPLER_CORRECTION = False   # its loss has no sampler_weights: sampling_dtype stays float32
 
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
                  config: SDPOLoopConfig | None = None, *, eval_fn: Callable | None = None,
-                 callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):
+                 callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None,
+                 distill_fn: Callable | None = None):
         config = config or SDPOLoopConfig()
+        (self.distill_fn,) = prepare(PIECES, config, distill_fn=distill_fn)
         super().__init__(model, tokenizer, reward_funcs, train_rows, config, eval_fn=eval_fn, callbacks=callbacks,
                          reward_weights=reward_weights)
         self.teacher = Teacher(model, config.teacher_model_kind, config.teacher_update_rate, config.teacher_sync_steps)
@@ -90,7 +95,8 @@ class SDPOLoop(GRPOLoop):
         old_logp = logp.detach() if old_logp is None else old_logp                      # (B, T)
         loss, stats = sdpo_loss(student, teacher, ro.completion_ids, mask, mode=cfg.distillation_mode,
                                 top_k=cfg.distillation_topk, alpha=cfg.distillation_alpha,
-                                add_tail=cfg.distillation_add_tail, old_logp=old_logp, is_clip=cfg.distillation_is_clip)
+                                add_tail=cfg.distillation_add_tail, old_logp=old_logp, is_clip=cfg.distillation_is_clip,
+                                per_token_fn=self.distill_fn)
         loss = cfg.distillation_loss_scale * loss
         policy = None
         if advantages is not None:

@@ -112,7 +112,7 @@ def sdpo_per_token_loss(student_logits, teacher_logits, completion_ids, *, mode,
 
 def sdpo_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, completion_ids: torch.Tensor,
               mask: torch.Tensor, *, mode: str, top_k: int | None = None, alpha: float = 1.0, add_tail: bool = False,
-              old_logp: torch.Tensor | None = None, is_clip: float | None = None):
+              old_logp: torch.Tensor | None = None, is_clip: float | None = None, per_token_fn=None):
     """SDPO's self-distillation loss (module docstring), equal to ``trl.experimental.sdpo``'s
     (``TRL_SDPO_MODES``; ``sequence`` is ours).
 
@@ -125,6 +125,9 @@ def sdpo_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, comple
         mask: (B, T) completion mask x each row's self-distillation mask (0: no teacher).
         old_logp: (B, T) the student's log-probs at rollout time, for the optional importance
             correction with ``is_clip``.
+        per_token_fn: ``per_token_fn(student_logits, teacher_logits, completion_ids) -> (B, T)`` in place of
+            ``sdpo_per_token_loss`` of ``mode`` (a learner's, ``sdpo/pieces.py``); the correction and the
+            aggregation stay these.
 
     An all-zero mask gives a zero loss still attached to the student's graph (backward gives
     zero gradients, never NaN). Returns ``(loss, stats)``: ``distill_loss`` (token mean over the
@@ -141,8 +144,11 @@ def sdpo_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, comple
     if mask.sum() == 0:  # no row has a teacher: a zero that still backpropagates
         zero = student_logits.sum() * 0.0
         return zero, {"distill_loss": zero.detach(), "kl_sampled": zero.detach(), "active_frac": zero.detach()}
-    per_token = sdpo_per_token_loss(student_logits, teacher_logits, completion_ids, mode=mode, top_k=top_k,
-                                    alpha=alpha, add_tail=add_tail, mask=mask)      # (B, T)
+    if per_token_fn is not None:
+        per_token = per_token_fn(student_logits, teacher_logits, completion_ids)    # (B, T)
+    else:
+        per_token = sdpo_per_token_loss(student_logits, teacher_logits, completion_ids, mode=mode, top_k=top_k,
+                                        alpha=alpha, add_tail=add_tail, mask=mask)  # (B, T)
     if is_clip is not None and old_logp is not None:
         logp = token_logprobs(student_logits, completion_ids)                       # (B, T)
         log_ratio = torch.clamp((logp - old_logp).detach(), -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
