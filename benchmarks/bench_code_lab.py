@@ -4,7 +4,7 @@
                                         [--steps N] [--tune-seeds S ...] [--lr-grid LR ...] [--lr METHOD=LR ...]
                                         [--jobs J] [--out FILE] [--no-runs] [--discovery] [--discovery-seeds S ...]
 
-The task is ``lab_code`` (``sdpo_kit/lab/code_task.py``): three values of a hidden affine f in the
+The task is ``lab_code`` (``sdpo_kit/tasks/code.py``): three values of a hidden affine f in the
 prompt, an expression in x as the answer, run by the code reward's sandbox against six call tests;
 the feedback is LiveCodeBench's form (the input, output and expected value of up to two failing
 tests, or a crash's error), never the expression. The recipe is ``configs/sdpo_code_lab.yaml``; its
@@ -16,7 +16,7 @@ while its context steps still teach it to read, sampled in groups of 4, so about
 hold no success: GRPO has no signal on an all-fail group, and a teacher reading the tests' output
 has one.
 
-Part 1, per dial: ``sdpo.teacher_quality`` of the warm start on the held-out functions (plain
+Part 1, per dial: ``sdpo.quality`` of the warm start on the held-out functions (plain
 accuracy; the teacher with a sibling's right expression; with the tests' feedback on its own
 wrong attempt; token wins), and one feedback text and teacher prompt as the trainer builds them.
 
@@ -76,8 +76,8 @@ def fit_probe(model, tok, cfg) -> tuple[float, float]:
     says what a run fits, the second whether held-out prompts get a memorised training answer instead
     of their own; the held-out accuracy says what carries over to functions never seen."""
     from sdpo_kit.core.sampling import generate_completions
-    from sdpo_kit.lab.code_task import expression
     from sdpo_kit.registry import make_task
+    from sdpo_kit.tasks.code import expression
 
     task = make_task(**cfg.task)
     train, held = task.splits()
@@ -136,7 +136,7 @@ def teacher_part(dial: int, variant: str = "top") -> dict:
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict, make_task
     from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS
-    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.sdpo.quality import teacher_quality
     from sdpo_kit.text.reprompt import reprompt
 
     t0 = time.perf_counter()

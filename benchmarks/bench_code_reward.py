@@ -15,7 +15,7 @@ and with one worker (one program at a time), ``--repeats`` times (the median is 
                plus ``sandbox.process.STARTUP_S`` for the interpreter's start (the property it checks: no
                timing-out program delays the others by more than its own timeout)
 
-And one lab training step's scoring (``lab_code``, ``sdpo_kit/lab/code_task.py``): 128 completions,
+And one lab training step's scoring (``lab_code``, ``sdpo_kit/tasks/code.py``): 128 completions,
 16 training functions x 8, each group drawn from five expressions (right, off by one in the slope or
 the intercept, a syntax slip, right again), six call tests each, scored three ways: one child per
 test (``run_tests_many``), one child per program (``sandbox.batch.run_program_tests`` on the pool) and
@@ -59,7 +59,7 @@ def lab_step_jobs(seed: int = 0) -> list:
     """The (program, tests) pairs of one lab_code step's 128 completions (see the module docstring)."""
     import random
 
-    from sdpo_kit.lab.code_task import CodeTask, expression, hidden_tests, program
+    from sdpo_kit.tasks.code import CodeTask, expression, hidden_tests, program
 
     rng = random.Random(seed)
     rows = rng.sample(CodeTask().splits()[0], 16)

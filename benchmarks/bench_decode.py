@@ -51,7 +51,7 @@ def draw_seconds(B: int, V: int, steps: int, repeats: int = 3) -> dict:
     ``torch.multinomial`` (what ``generate`` calls: an exponential race over all V, its Exp(1) numbers made one at
     a time) against ``core.sampling.draw`` (what ``decode`` calls: the same race, the same numbers vectorised).
     Each repeat starts from the same seed; SystemExit if the two ever draw another token."""
-    from sdpo_kit.core.sampling import draw
+    from sdpo_kit.core.decoding import draw
 
     probs = torch.softmax(torch.randn(B, V, generator=torch.Generator().manual_seed(0)) / 0.7, -1)   # (B, V)
     out, tokens = {}, {}

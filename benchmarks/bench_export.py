@@ -27,10 +27,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=50)
     args = parse_args(ap)
-    from sdpo_kit import cli
+    from sdpo_kit import cli, make_task
     from sdpo_kit.deploy.export import export, round_trip
     from sdpo_kit.deploy.gguf import gguf_round_trip
-    from sdpo_kit.lab.tasks import make_task
 
     prompts = [r["prompt"] for r in make_task("arithmetic", n_eval=200, seed=0).splits()[1]]
     runs = []

@@ -21,7 +21,7 @@ from _common import parse_args, write_results
 
 
 def hinted(rows, task, rng, random_solution: bool):
-    from sdpo_kit.lab.tasks import HINT_TEMPLATE
+    from sdpo_kit.tasks import HINT_TEMPLATE
 
     out = []
     for r in rows:
@@ -36,8 +36,8 @@ def main():
     ap.add_argument("--copy-steps", type=int, nargs="+", default=[0, 300])
     args = parse_args(ap)
 
+    from sdpo_kit import make_task
     from sdpo_kit.lab.model import LabConfig, warm_start
-    from sdpo_kit.lab.tasks import make_task
 
     rows = []
     for n in args.copy_steps:

@@ -6,7 +6,7 @@
     python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...] -> results/real_learn.json
     python benchmarks/bench_real.py sdpo [--seeds 1 2 3] [--methods M ...] [--threads 2]    -> results/real_sdpo.json
 
-``tasks``: held-out accuracy of every level of ``word_problems`` (``lab/word_problems.py`` LEVELS, and the default),
+``tasks``: held-out accuracy of every level of ``word_problems`` (``tasks/word_problems.py`` LEVELS, and the default),
 greedy and sampled at the configs' temperature (0.7) and budget (48 tokens), read with the ``auto`` rule: which
 setting leaves room to learn (0.2 to 0.6 greedy), and how many questions give a group some right and some wrong.
 
@@ -29,7 +29,7 @@ of them. Each run's wall time is recorded, and the precision it sampled in; the 
 checker's feedback), with TRL's defaults (``configs/real_sdpo.yaml``) and the RLHF book's small-model recipe
 (``configs/real_sdpo_rlhf_book.yaml``; ``sdpo_rlhf_book_t07``: at GRPO's temperature, 0.7, not the book's 0.6), all
 on the same seeds and all sampling in fp32, and the teacher's head start on the held-out questions before training
-(``sdpo.teacher_quality``: plain accuracy, and with the right answer as a sibling's). ``runs`` as
+(``sdpo.quality``: plain accuracy, and with the right answer as a sibling's). ``runs`` as
 ``bench_sdpo_lab.py`` writes them (``method``, ``dial``: the setting, ``seed``, ``final_acc``, ``acc_by_step``),
 so that ``bench_sdpo_head_start.py`` reads it beside the labs.
 
@@ -60,8 +60,8 @@ TEMPERATURE = 0.7   # and their sampling temperature
 # --- tasks --------------------------------------------------------------------------------
 def bench_tasks(n: int, samples: int) -> list[dict]:
     from sdpo_kit.core.sampling import generate_completions
-    from sdpo_kit.lab.word_problems import LEVELS, WordProblemTask
     from sdpo_kit.models import load_policy
+    from sdpo_kit.tasks.word_problems import LEVELS, WordProblemTask
 
     model, tok = load_policy("smollm2-135m", lora=False)
     settings = {**{f"level {k}": v for k, v in LEVELS.items()}, "default": {}}
@@ -215,7 +215,7 @@ def real_teacher(n: int) -> dict:
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import load_config, make_task
     from sdpo_kit.sdpo.at_test_time import TEMPLATE_KEYS
-    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.sdpo.quality import teacher_quality
 
     cfg = load_config(SDPO_METHODS["sdpo"][0], {})
     task = make_task(**cfg.task)

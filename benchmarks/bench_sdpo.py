@@ -16,7 +16,7 @@ Part 2, speed (TRL backend, evaluation off, first 5 steps dropped): seconds per 
 ``SDPOTrainer(GRPOTrainer)``, TRL's ``trl.experimental.sdpo.SDPOTrainer`` and ``GRPOTrainer`` on
 the same knobs.
 
-Part 3, the teacher (``sdpo.teacher_quality`` on the held-out rows, the configs' templates): the warm
+Part 3, the teacher (``sdpo.quality`` on the held-out rows, the configs' templates): the warm
 start's accuracy from the plain prompt, shown the answer as a sibling's, and with the checker's
 feedback on its greedy failures.
 
@@ -180,7 +180,7 @@ def main():
     discovery = discovery_curves(model, tok, task, hard, feedback_reward(), budgets=[1, 2, 4, 8, 16, 32, 64],
                                  batch_size=8, temperature=cfg.trainer.temperature, seed=0, **tpl)
     # what the warm start does with the teacher's context, in the configs' templates (the SDPO page's reasons)
-    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.sdpo.quality import teacher_quality
 
     teacher = teacher_quality(model, tok, task, task.splits()[1], **tpl)
 

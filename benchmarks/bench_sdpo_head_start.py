@@ -6,7 +6,7 @@ Every point is one setting of one lab and one teacher context, read from the res
 measured it (each from its own clean commit, named in ``sources``):
 
     head_start   the warm start's teacher accuracy with that context minus its plain accuracy, on the
-                 held-out split, before any training (``sdpo.teacher_quality``)
+                 held-out split, before any training (``sdpo.quality``)
     token_win    the share of the student's wrong completions' tokens where the teacher puts more mass
                  on the right token than the student does
     gain         median final held-out accuracy of the SDPO method minus GRPO's (each at its tuned

@@ -6,12 +6,12 @@
                                         [--discovery] [--budgets K ...] [--discovery-rows N]
 
 The lab: ``long_addition`` (two 4-digit operands; a 4-5 digit answer) with digit feedback that names
-the wrong places (``lab/feedback.py``), and a warm start whose in-context skill is set by the dial,
+the wrong places (``tasks/feedback.py``), and a warm start whose in-context skill is set by the dial,
 ``LabConfig.context_steps`` (``lab/skill.py``): SFT batches of SDPO's own teacher prompts joined to the
 last context_steps of a fixed budget of plain steps (``context_mix: joint``). ``--dial`` takes step counts from ``DIALS`` or ``min`` / ``max``.
 The recipe is ``configs/sdpo_lab.yaml`` (TRL's SDPO defaults); ``sdpo_paper`` runs ``configs/sdpo_paper.yaml``.
 
-Part 1, per dial: ``sdpo.teacher_quality`` of the warm start on the held-out split (plain accuracy,
+Part 1, per dial: ``sdpo.quality`` of the warm start on the held-out split (plain accuracy,
 teacher accuracy with a sibling's success, with feedback on its own failed attempt, and the share of
 wrong tokens where the teacher puts more mass on the right token than the student).
 

@@ -12,7 +12,7 @@ and runs GRPO with the lab's recipe from each warm start at every learning rate 
 seed, held-out greedy accuracy every ``eval_every`` steps, and avg@16 (the mean success rate over 16
 samples at the training temperature, the paper's measure) at the start and the end. Nothing is tuned or
 picked: every cell of the grid is reported, medians over seeds. Each warm start's teacher is measured
-too (``sdpo.teacher_quality``), since that comparison needs a warm start where GRPO climbs *and* the
+too (``sdpo.quality``), since that comparison needs a warm start where GRPO climbs *and* the
 teacher reads its context.
 
 Writes ``benchmarks/results/sdpo_lab_headroom.json`` (``runs``: one per warm start, learning rate and
@@ -60,11 +60,11 @@ def avg_at_k(model, tok, cfg, k: int = AVG_K) -> float:
 
 def warm_start(sft_steps: int, width: int) -> dict:
     """Build (or load from the cache) one warm start; its held-out greedy accuracy, avg@k and SDPO's
-    teacher measures (``sdpo.teacher_quality`` with the lab's templates: can it read a sibling's answer?)."""
+    teacher measures (``sdpo.quality`` with the lab's templates: can it read a sibling's answer?)."""
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict, make_task
-    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.sdpo.quality import teacher_quality
 
     cfg = config_from_dict(grpo_config(sft_steps, width))
     task = make_task(**cfg.task)

@@ -18,7 +18,7 @@ BLEND_WEIGHT = 0.5   # the blend's distillation_weight: half GRPO's loss, half S
 VARIANTS = {
     "top": {"lab": {}, "trainer": {}, "dials": [0, 1000], "results": "code_lab"},
     # the config's recipe stopped at 700 plain steps, its context rows 60% feedback-only. Probed once with
-    # sdpo.teacher_quality on the held-out split (plain / teacher with the tests' feedback): 700 steps 0.100 /
+    # sdpo.quality on the held-out split (plain / teacher with the tests' feedback): 700 steps 0.100 /
     # 0.650; 500 steps 0.045 / 0.141 (the teacher cannot read yet); the top variant 0.370 / 0.833. Groups of 4:
     # at the 0.14 of samples a probe of the warm start found right, about half the groups hold no success
     "starving": {"lab": {"sft_steps": 700, "context_feedback_share": 0.6},

@@ -31,7 +31,7 @@ ROOMS = {
     "ppo": CORE + ("sdpo_kit/ppo", "configs/teacher_student_ppo.yaml"),
     "export": CORE + ("sdpo_kit/grpo", "sdpo_kit/deploy", "configs/demo.yaml"),
     "notebooks": CORE + ("sdpo_kit", "notebooks", "configs"),
-    "code_reward": ("sdpo_kit/sandbox", "sdpo_kit/rewards", "sdpo_kit/lab/code_task.py", "benchmarks/_common.py"),
+    "code_reward": ("sdpo_kit/sandbox", "sdpo_kit/rewards", "sdpo_kit/tasks/code.py", "benchmarks/_common.py"),
     "code_lab": CORE + ("sdpo_kit/grpo", "sdpo_kit/sdpo", "configs/sdpo_code_lab.yaml"),
     "real": CORE + ("sdpo_kit/grpo", "sdpo_kit/sdpo", "sdpo_kit/vapor", "sdpo_kit/ppo", "configs/real_grpo.yaml",
                     "configs/real_sdpo.yaml", "configs/real_vapor.yaml", "configs/real_ppo.yaml"),

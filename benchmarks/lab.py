@@ -166,7 +166,7 @@ def warm_start_for(dial: int, lab: dict | None = None):
 
 def teacher_row(dial: int, lab: dict | None = None) -> dict:
     """Build (or load) one warm start and measure its teacher on the held-out split, with its build time."""
-    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.sdpo.quality import teacher_quality
 
     t0 = time.perf_counter()
     model, tok, task, cfg = warm_start_for(dial, lab)

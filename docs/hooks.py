@@ -34,14 +34,14 @@ CONFIGS = ROOT / "configs"
 NOTEBOOK_RE = re.compile(r"^\d\d_.+\.ipynb$")
 # reading order of the reference, room by room in notebook order; modules not named here follow alphabetically
 MODULE_ORDER = ["core.logprobs", "core.sampling", "core.scratch", "core.checkpoint", "core.trl_base", "core.metrics",
-                "core.plotting", "core.config", "core.utils",
+                "viz.plots", "core.config", "core.utils",
                 "text.answers", "text.reprompt",
-                "lab.model", "lab.tasks", "lab.feedback", "lab.skill", "lab.environments", "models",
+                "lab.model", "lab.skill", "tasks.base", "tasks.arithmetic", "tasks.feedback", "tasks.environments", "models",
                 "grpo.loss", "grpo.config", "grpo.loop", "grpo.trl",
                 "rewards.core", "rewards.verifiable", "rewards.model_scored", "rewards.learned", "rewards.code",
                 "rewards.registry",
                 "vapor.loss", "vapor.spans", "vapor.parts", "vapor.config", "vapor.loop", "vapor.trl",
-                "sdpo.loss", "sdpo.config", "sdpo.teacher", "sdpo.teacher_quality", "sdpo.loop", "sdpo.trl",
+                "sdpo.loss", "sdpo.config", "sdpo.teacher", "sdpo.quality", "sdpo.loop", "sdpo.trl",
                 "sdpo.multi_turn", "sdpo.at_test_time",
                 "ppo.loss", "ppo.value_head", "ppo.config", "ppo.trainer",
                 "deploy.run_model", "deploy.export", "deploy.gguf", "deploy.gguf_convert", "deploy.verl", "deploy.verl_config",
@@ -102,6 +102,25 @@ def module_summary(module: str) -> str:
     except (OSError, SyntaxError):
         doc = ""
     return doc.strip().splitlines()[0].replace("|", "\\|") if doc.strip() else ""
+
+
+def public_api() -> list[tuple[str, str, str]]:
+    """(name, module, first docstring line) for each name ``sdpo_kit.__all__`` exports, read without importing."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    exports = next(ast.literal_eval(n.value) for n in tree.body
+                   if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "EXPORTS")
+    out = []
+    for name, target in exports.items():
+        module, _, attr = target.partition(":")
+        module = module.removeprefix("sdpo_kit.")
+        path = PACKAGE.joinpath(*module.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        node = ast.parse(path.read_text(encoding="utf-8"))
+        if attr:
+            node = next((n for n in node.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == attr), None)
+        doc = (ast.get_docstring(node) or "").strip() if node is not None else ""
+        out.append((name, module, doc.splitlines()[0].replace("|", "\\|") if doc else ""))
+    return out
 
 
 def config_summary(path: Path) -> tuple[str, str]:
@@ -182,6 +201,9 @@ def on_page_markdown(markdown, page, config, files):
         rows = [f"| [`sdpo_kit.{m}`]({rel}{reference_page(m)}) | {module_summary(m)} |" for m in modules()]
         markdown = markdown.replace("<!-- module-list -->",
                                     _table("| module | what it holds |", rows, "*No modules found.*"))
+    if "<!-- public-api -->" in markdown:
+        rows = [f"| [`sk.{name}`]({rel}{reference_page(module)}) | {summary} |" for name, module, summary in public_api()]
+        markdown = markdown.replace("<!-- public-api -->", _table("| name | what it is |", rows, "*No public API.*"))
     if "<!-- config-list -->" in markdown:
         paths = sorted(CONFIGS.glob("*.yaml")) if CONFIGS.is_dir() else []
         rows = [f"| `configs/{p.name}` | {' | '.join(config_summary(p))} |" for p in paths]

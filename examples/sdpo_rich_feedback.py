@@ -12,12 +12,12 @@ when no sibling in its group got it right.
 * cpu: the tiny lab's code task (``configs/sdpo_code_lab.yaml``, task ``lab_code``): the model writes
   an expression in x that the sandbox runs as ``def f(x): return (expr)`` against six call tests.
   It prints one held-out prompt, a wrong attempt, the feedback the reward returns for it and the
-  teacher prompt SDPO builds, then trains through ``sdpo_kit.training.train`` (the warm start, cached in
+  teacher prompt SDPO builds, then trains through ``sdpo_kit.train`` (the warm start, cached in
   SDPO_KIT_CACHE after the first run, then 100 SDPO steps: minutes on a CPU, not benchmarked here).
 * cuda: a small coder model (default Qwen/Qwen2.5-Coder-0.5B-Instruct; the 1.5B is the next size) loaded
   by ``models.load_policy`` (Unsloth in 4-bit with LoRA when installed, else transformers + PEFT),
   the 40 shipped code problems (``rewards.load_code_problems``: the reward sees half of each
-  problem's tests, the evaluation all of them), the ``code`` reward and our TRL SDPOTrainer with
+  problem's tests, the evaluation all of them), the ``code`` reward and our SDPOTRLTrainer with
   the T4 preset (fp16, gradient checkpointing). Held-out pass rate before and after: one greedy
   completion per problem against every test. It prints ``models.preflight``'s memory estimate
   first. Needs the model in the local hub cache or on the network; neither the time per step nor
@@ -33,7 +33,7 @@ import argparse
 import random
 from pathlib import Path
 
-from sdpo_kit.cli import parse_set
+import sdpo_kit as sk
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_CONFIG = ROOT / "configs" / "sdpo_code_lab.yaml"
@@ -56,7 +56,7 @@ def show_feedback_example(task, trainer_cfg, seed: int = 0) -> dict:
     """Print a held-out prompt, a wrong attempt (a near miss), the feedback the ``feedback`` reward
     returns for it and the teacher prompt SDPO builds from it; return the four texts."""
     from sdpo_kit.rewards import make_reward
-    from sdpo_kit.text.reprompt import reprompt
+    from sdpo_kit.sdpo import reprompt
 
     row = task.splits()[1][0]
     attempt = task.near_miss(row["answer"], random.Random(seed))
@@ -77,11 +77,9 @@ def show_feedback_example(task, trainer_cfg, seed: int = 0) -> dict:
 def cpu_run(args) -> dict:
     """The tiny-lab code task: ``configs/sdpo_code_lab.yaml`` with ``--set`` overrides, the feedback
     example, then ``training.train`` (warm start, SDPO, before/after held-out accuracy). Returns its summary."""
-    from sdpo_kit.core.config import ConfigError
-    from sdpo_kit.registry import load_config, make_task
-    from sdpo_kit.training import train
+    from sdpo_kit import ConfigError, load_config, make_task, train
 
-    overrides = parse_set(args.set)
+    overrides = sk.cli.parse_set(args.set)
     if args.steps is not None:
         overrides["trainer.max_steps"] = args.steps
     overrides["output_dir"] = args.output_dir or overrides.get("output_dir", "runs/example_rich_feedback_cpu")
@@ -97,11 +95,11 @@ def cpu_run(args) -> dict:
 
 
 def gpu_training_args(output_dir: str, steps: int = GPU_STEPS, overrides: dict | None = None):
-    """The ``TRLSDPOConfig`` the CUDA path trains with: the T4 preset (fp16, gradient checkpointing),
+    """The ``SDPOTRLConfig`` the CUDA path trains with: the T4 preset (fp16, gradient checkpointing),
     the tests' feedback in the teacher prompt, 2 prompts x 4 completions of up to 512 tokens a step
     in micro-batches of 2 (sized for a T4's 15 GB with LoRA; ``gpu_run`` prints the estimate).
     ``overrides``: ``trainer.<field>`` keys from ``--set``."""
-    from sdpo_kit.sdpo.config import TRLSDPOConfig
+    from sdpo_kit import SDPOTRLConfig
 
     knobs = dict(max_steps=steps, prompts_per_step=2, num_generations=4, max_completion_length=512,
                  learning_rate=5e-5, temperature=1.0, eval_every=0, log_completions_every=1, seed=0,
@@ -114,7 +112,7 @@ def gpu_training_args(output_dir: str, steps: int = GPU_STEPS, overrides: dict |
             raise SystemExit(f"--set {key}: the CUDA path takes trainer.<field> overrides only")
         knobs[name] = value
     try:
-        return TRLSDPOConfig(**knobs)
+        return SDPOTRLConfig(**knobs)
     except TypeError as e:
         raise SystemExit(f"--set: {e}") from None
 
@@ -123,7 +121,7 @@ def pass_rate(model, tokenizer, rows, batch_size: int = 8, max_new_tokens: int =
     """Share of ``rows`` whose greedy completion passes every test (the code reward's runner)."""
     import torch
 
-    from sdpo_kit.core.sampling import generate_completions
+    from sdpo_kit.core import generate_completions
     from sdpo_kit.rewards import score_completions
 
     texts = []
@@ -136,25 +134,24 @@ def pass_rate(model, tokenizer, rows, batch_size: int = 8, max_new_tokens: int =
 
 
 def gpu_run(args) -> dict:
-    """A small coder model on the shipped code problems with our TRL SDPOTrainer (``gpu_training_args``);
+    """A small coder model on the shipped code problems with our SDPOTRLTrainer (``gpu_training_args``);
     the pass rate on every test (the reward sees half of them) at step 0 and at the end. Returns before,
     after, history, output_dir."""
-    from sdpo_kit.core.trl_base import train_trl
-    from sdpo_kit.models import load_policy, preflight  # load_policy before sdpo.trl: Unsloth patches TRL
+    from sdpo_kit import load_policy  # load_policy before sdpo.trl: Unsloth patches TRL
+    from sdpo_kit.core import train_trl
     from sdpo_kit.rewards import load_code_problems, make_reward
-    from sdpo_kit.training import ProgressPrinter
 
     config = gpu_training_args(args.output_dir or "runs/example_rich_feedback_gpu", args.steps or GPU_STEPS,
-                               parse_set(args.set))
+                               sk.cli.parse_set(args.set))
     # the teacher's input is its prompt (up to max_reprompt_len) plus the completion: the longest sequence
     longest = config.max_reprompt_len + config.max_completion_length
-    print("preflight: " + preflight(args.model, completions=config.prompts_per_step * config.num_generations,
+    print("preflight: " + sk.models.preflight(args.model, completions=config.prompts_per_step * config.num_generations,
                                     completion_len=config.max_completion_length, prompt_len=config.max_reprompt_len,
                                     teacher=True, lora=True, mixed_precision="fp16"), flush=True)
     # fp16 weights to match the T4 preset's fp16 training on any GPU (load_policy's default is bf16 from
     # compute capability 8.0, which a trainer set to fp16 may refuse)
     model, tokenizer = load_policy(args.model, lora=True, max_seq_length=longest, dtype="fp16")
-    from sdpo_kit.sdpo.trl import build_sdpo_from_config
+    from sdpo_kit.sdpo import build_sdpo_from_config
 
     train_rows, eval_rows = load_code_problems(split="train"), load_code_problems(split="eval")
     print(f"{args.model}: {len(train_rows)} problems (the reward sees half of each one's tests), "
@@ -162,7 +159,7 @@ def gpu_run(args) -> dict:
           f"{config.num_generations} completions -> {config.output_dir}", flush=True)
     reward = make_reward({"type": "code"})
     trainer = build_sdpo_from_config(
-        model, tokenizer, reward, train_rows, config, callbacks=[ProgressPrinter(config.max_steps, every=1)],
+        model, tokenizer, reward, train_rows, config, callbacks=[sk.training.ProgressPrinter(config.max_steps, every=1)],
         eval_fn=lambda m: pass_rate(m, tokenizer, eval_rows, max_new_tokens=config.max_completion_length))
     history = train_trl(trainer, None)
     accs = [r["eval/accuracy"] for r in history if r.get("eval/accuracy") is not None]

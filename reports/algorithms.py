@@ -24,7 +24,7 @@ def vapor(res: dict) -> str:
                   "wall s"], rows), "",
         f"Before training: held-out accuracy {acc0:.3f}, margin {b['margin']:.3f}, pairs preferred right "
         f"{b['accuracy']:.3f} ({b['pairs']} held-out pairs). {res['config']['steps']} steps per run, seeds "
-        f"{fmt(res['config']['seeds'])}. Per step on TRL: `VAPORTrainer` {sp['VAPORTrainer']['median_s']:.3f} s, "
+        f"{fmt(res['config']['seeds'])}. Per step on TRL: `VAPORTRLTrainer` {sp['VAPORTrainer']['median_s']:.3f} s, "
         f"`GRPOTrainer` {sp['GRPOTrainer']['median_s']:.3f} s: **{res['summary']['vapor_over_grpo_s_per_step']:.2f}x**.",
         "", provenance(res)])
 
@@ -42,7 +42,7 @@ def sdpo(res: dict) -> str:
         md_table(["method", "held-out acc (median)", "per seed", "steps to GRPO's final acc (per seed)", "wall s"], rows),
         "", f"Before training: held-out accuracy {acc0:.3f}; {res['config']['steps']} steps per run, seeds "
         f"{fmt(res['config']['seeds'])}; `None`: never reached GRPO's final accuracy.", "",
-        md_table(["per step (TRL backend)", "median s"], [["our `SDPOTrainer(GRPOTrainer)`", sp["ours_SDPOTrainer"]["median_s"]],
+        md_table(["per step (TRL backend)", "median s"], [["our `SDPOTRLTrainer(GRPOTrainer)`", sp["ours_SDPOTrainer"]["median_s"]],
                                                          ["TRL's `trl.experimental.sdpo.SDPOTrainer`", sp["trl_SDPOTrainer"]["median_s"]],
                                                          ["`GRPOTrainer`", sp["GRPOTrainer"]["median_s"]]]), "",
         f"Test time, on the {tt['greedy_failed']} of {tt['rows']} held-out problems the warm start gets wrong greedily: "

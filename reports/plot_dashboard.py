@@ -3,7 +3,7 @@
     python reports/plot_dashboard.py [--steps 150] [--out docs/img/dashboard.png]
 
 Trains configs/demo.yaml (the tiny lab, GRPO, scratch loop) for ``--steps`` steps with a
-``core.dashboard.Dashboard`` among the callbacks, then writes ``Dashboard.snapshot``: the status line,
+``viz.dashboard.Dashboard`` among the callbacks, then writes ``Dashboard.snapshot``: the status line,
 the plot panels and the last sampled completions as the headless run shows them (a browser's view of
 the widget holds the same three parts, with a live stop button).
 """
@@ -25,14 +25,14 @@ def main() -> None:
 
     import torch
 
-    from sdpo_kit.core.dashboard import Dashboard
-    from sdpo_kit.core.plotting import panels_for
     from sdpo_kit.core.utils import seed_everything
-    from sdpo_kit.grpo.loop import GRPOLoop
+    from sdpo_kit.grpo.loop import GRPOScratchTrainer
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import load_config, make_task
     from sdpo_kit.rewards import make_reward
+    from sdpo_kit.viz.dashboard import Dashboard
+    from sdpo_kit.viz.plots import panels_for
 
     torch.set_num_threads(1)
     cfg = load_config(ROOT / "configs" / "demo.yaml", {"trainer.max_steps": args.steps, "output_dir": "runs/dashboard"})
@@ -43,7 +43,7 @@ def main() -> None:
     rewards = make_reward(cfg.reward, model=model, tokenizer=tok, task=task)
     dash = Dashboard(panels=panels_for("grpo"), title=f"GRPO, tiny lab, configs/demo.yaml ({args.steps} steps)",
                      every=10, table_size=8, table_every=0)
-    loop = GRPOLoop(model, tok, rewards, rows, cfg.trainer, callbacks=[dash],
+    loop = GRPOScratchTrainer(model, tok, rewards, rows, cfg.trainer, callbacks=[dash],
                     eval_fn=lambda m: task.evaluate(m, tok, heldout))
     t0 = time.perf_counter()
     dash.train(loop)

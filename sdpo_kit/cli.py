@@ -8,8 +8,7 @@
     sdpo-kit export-verl CONFIG --out DIR
 
 ``train`` loads the config (``sdpo_kit.registry.load_config``) and hands it to ``sdpo_kit.training.train``,
-which builds and runs the registered trainer and says which files it writes (``train`` is importable from
-here too). ``eval`` prints held-out accuracy with the config's task, answer rule and completion budget
+which builds and runs the registered trainer and says which files it writes. ``eval`` prints held-out accuracy with the config's task, answer rule and completion budget
 (``deploy/evaluate.py``): a base model, a run and its export, measured alike. ``export`` writes a LoRA
 adapter, a merged model or GGUF (``deploy/export.py``); ``export-verl`` the same run for verl
 (``deploy/verl.py``). A config error exits with status 2 and one line naming it.
@@ -24,8 +23,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
-from sdpo_kit.training import set_threads, train  # noqa: F401 (train: its old home, kept for callers' imports)
 
 REPORT_TO_HELP = ("experiment tracker(s), TRL's names (trainer.report_to; default none): "
                   "tensorboard -> OUTPUT_DIR/runs, open with `tensorboard --logdir OUTPUT_DIR/runs`; "
@@ -128,6 +125,7 @@ def eval_main(args) -> int:
     from sdpo_kit.deploy.evaluate import evaluate
     from sdpo_kit.deploy.run_model import ExportError
     from sdpo_kit.registry import load_config
+    from sdpo_kit.training import set_threads
 
     try:
         cfg = load_config(args.config, parse_set(args.set))
@@ -142,6 +140,7 @@ def eval_main(args) -> int:
 def main(argv=None) -> int:
     from sdpo_kit.core.config import ConfigError
     from sdpo_kit.registry import load_config
+    from sdpo_kit.training import train
 
     args = build_parser().parse_args(argv)
     if args.command == "eval":

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sdpo_kit.core.config import Config, ConfigError, parse_config, read_config_file
-from sdpo_kit.lab.tasks import TASKS, Task
-from sdpo_kit.lab.tasks import make_task as make_lab_task
+from sdpo_kit.tasks.base import TASKS, Task
+from sdpo_kit.tasks.base import make_task as make_lab_task
 from sdpo_kit.vapor import tasks as vapor_tasks  # noqa: F401 (registers "vapor_word_problems" in TASKS)
 
 
@@ -104,10 +104,11 @@ def trainer_config_class(algorithm: str, backend: str) -> type:
     return get_trainer(algorithm, backend).config_class
 
 
-def make_task(**spec) -> Task:
-    """The task a config's ``task:`` section names (``{"name": "vapor_word_problems", "n_eval": 30}``), any
-    registered task included: ``lab.tasks.make_task`` with every algorithm's tasks registered."""
-    return make_lab_task(**spec)
+def make_task(name: str = "arithmetic", **options) -> Task:
+    """The task a config's ``task:`` section names, with its options (``make_task("word_problems", n_eval=30)``,
+    or ``make_task(**cfg.task)``); every task is known here, an algorithm's own included (VAPOR's
+    ``vapor_word_problems``)."""
+    return make_lab_task(name, **options)
 
 
 def config_from_dict(data: dict | None, overrides: dict | None = None) -> Config:
@@ -137,11 +138,22 @@ def with_base_dir(data: dict, base_dir) -> dict:
     return data
 
 
-def load_config(path, overrides: dict | None = None) -> Config:
-    """Read a YAML run config (``yaml.safe_load``) into a checked ``Config``; files a dataset task or a python
-    reward names are looked for next to the config first (``with_base_dir``)."""
+def load_config(config, overrides: dict | None = None) -> Config:
+    """A checked ``Config`` from a YAML file's path (``yaml.safe_load``), a dict of its sections, or a ``Config``
+    (returned as it is). Files a dataset task or a python reward names are looked for next to the YAML file
+    first (``with_base_dir``). ``overrides``: dotted keys, ``{"trainer.max_steps": 3}``, for a path or a dict."""
+    import os
     from pathlib import Path
 
+    if isinstance(config, Config):
+        if overrides:
+            raise ConfigError("overrides apply to a config's path or dict; set them on the Config itself")
+        return config
+    if isinstance(config, dict):
+        return config_from_dict(config, overrides)
+    if not isinstance(config, (str, os.PathLike)):
+        raise ConfigError(f"config: a YAML path, a dict or a Config, got a {type(config).__name__}")
+    path = config
     data = with_base_dir(read_config_file(path), Path(path).resolve().parent)
     try:
         return config_from_dict(data, overrides)
@@ -150,17 +162,17 @@ def load_config(path, overrides: dict | None = None) -> Config:
 
 
 # the whole list: (algorithm, backend) -> the trainer's config class, its builder and its runner
-register("grpo", "scratch", config="sdpo_kit.grpo.config:GRPOLoopConfig", build="sdpo_kit.grpo.loop:GRPOLoop",
+register("grpo", "scratch", config="sdpo_kit.grpo.config:GRPOScratchConfig", build="sdpo_kit.grpo.loop:GRPOScratchTrainer",
          pieces="sdpo_kit.grpo.pieces:PIECES")
-register("grpo", "trl", config="sdpo_kit.grpo.config:TRLGRPOConfig",
+register("grpo", "trl", config="sdpo_kit.grpo.config:GRPOTRLConfig",
          build="sdpo_kit.grpo.trl:build_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("vapor", "scratch", config="sdpo_kit.vapor.config:VAPORLoopConfig",
-         build="sdpo_kit.vapor.loop:VAPORLoop")
-register("vapor", "trl", config="sdpo_kit.vapor.config:TRLVAPORConfig",
+register("vapor", "scratch", config="sdpo_kit.vapor.config:VAPORScratchConfig",
+         build="sdpo_kit.vapor.loop:VAPORScratchTrainer")
+register("vapor", "trl", config="sdpo_kit.vapor.config:VAPORTRLConfig",
          build="sdpo_kit.vapor.trl:build_vapor_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("sdpo", "scratch", config="sdpo_kit.sdpo.config:SDPOLoopConfig",
-         build="sdpo_kit.sdpo.loop:SDPOLoop", pieces="sdpo_kit.sdpo.pieces:PIECES")
-register("sdpo", "trl", config="sdpo_kit.sdpo.config:TRLSDPOConfig",
+register("sdpo", "scratch", config="sdpo_kit.sdpo.config:SDPOScratchConfig",
+         build="sdpo_kit.sdpo.loop:SDPOScratchTrainer", pieces="sdpo_kit.sdpo.pieces:PIECES")
+register("sdpo", "trl", config="sdpo_kit.sdpo.config:SDPOTRLConfig",
          build="sdpo_kit.sdpo.trl:build_sdpo_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("ppo", "scratch", config="sdpo_kit.ppo.config:TeacherStudentPPOConfig",
+register("ppo", "scratch", config="sdpo_kit.ppo.config:PPOScratchConfig",
          build="sdpo_kit.ppo.trainer:build_ppo_from_config", pieces="sdpo_kit.ppo.pieces:PIECES")

@@ -2,7 +2,6 @@
 
     train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=None, overrides=None,
           resume_from=None, dashboard=None, config_path=None) -> summary dict
-    as_config(config, overrides)      a YAML path, a dict or a ``Config`` -> a checked ``Config
     set_threads(n, model_name)        torch CPU threads for a run (the config's, else 1 for the tiny lab)
     ProgressPrinter(max_steps, every)  the console line of a step's reward, loss and eval accuracy
     preflight_for(cfg)                 ``models.preflight`` for a run config (device, dtype, memory estimate)
@@ -118,29 +117,12 @@ def check_answer_rules(task, reward_funcs) -> None:
                           "drop the reward's own", stacklevel=2)
 
 
-def as_config(config, overrides: dict | None = None):
-    """A checked ``Config`` from a YAML path, a dict of sections or a ``Config`` (``overrides``: dotted keys,
-    ``{"trainer.max_steps": 3}``, for a path or a dict)."""
-    from sdpo_kit.core.config import Config, ConfigError
-    from sdpo_kit.registry import config_from_dict, load_config
-
-    if isinstance(config, Config):
-        if overrides:
-            raise ConfigError("overrides apply to a config's path or dict; set them on the Config itself")
-        return config
-    if isinstance(config, dict):
-        return config_from_dict(config, overrides)
-    if isinstance(config, (str, os.PathLike)):
-        return load_config(config, overrides)
-    raise ConfigError(f"config: a YAML path, a dict or a Config, got a {type(config).__name__}")
-
-
 def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=None, overrides: dict | None = None,
           resume_from: str | None = None, dashboard=None, config_path: str | None = None) -> dict:
     """Run one training job from ``config`` (a YAML path, a dict or a ``Config``), from ``resume_from``, a
     checkpoint folder, if given; with your own pieces in place of the library's (module docstring).
 
-    ``dashboard``: a ``core.dashboard.Dashboard`` to show the run in (a notebook's live plots, progress and
+    ``dashboard``: a ``viz.dashboard.Dashboard`` to show the run in (a notebook's live plots, progress and
     completions); it then draws ``reward_curve.png`` in place of the run's own plot.
 
     Returns a summary: ``before`` / ``after`` held-out accuracy, ``train_s``, ``eval_s``,
@@ -150,17 +132,17 @@ def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=No
     from sdpo_kit.core.checkpoint import save_model
     from sdpo_kit.core.config import ConfigError, completion_budget, dump_config
     from sdpo_kit.core.pieces import describe, refusals
-    from sdpo_kit.core.plotting import LivePlot, panels_for
     from sdpo_kit.core.utils import seed_everything
-    from sdpo_kit.lab.dataset_task import check_dataset_run
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import get_trainer, make_task
+    from sdpo_kit.registry import get_trainer, load_config, make_task
     from sdpo_kit.rewards import make_reward
+    from sdpo_kit.tasks.dataset import check_dataset_run
+    from sdpo_kit.viz.plots import LivePlot, panels_for
 
     if config_path is None:
         config_path = str(config) if isinstance(config, (str, os.PathLike)) else "<dict>"
-    cfg = as_config(config, overrides)
+    cfg = load_config(config, overrides)
     entry = get_trainer(cfg.algorithm, cfg.backend)
     pieces = {k: v for k, v in dict(advantage_fn=advantage_fn, loss_fn=loss_fn, distill_fn=distill_fn,
                                     gae_fn=gae_fn).items() if v is not None}

@@ -5,10 +5,11 @@ rewards and the feedback follow the rule the task names."""
 
 import pytest
 
-from sdpo_kit.lab.feedback import digit_feedback, direction_feedback
-from sdpo_kit.lab.tasks import ArithmeticTask, arithmetic_feedback
-from sdpo_kit.lab.word_problems import WordProblemTask
 from sdpo_kit.rewards import answer_format_reward, exact_match_reward, feedback_reward, make_reward
+from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.tasks.arithmetic import arithmetic_feedback
+from sdpo_kit.tasks.feedback import digit_feedback, direction_feedback
+from sdpo_kit.tasks.word_problems import WordProblemTask
 from sdpo_kit.text.answers import (
     ANSWER_RULES,
     answers_match,

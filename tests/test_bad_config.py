@@ -14,15 +14,16 @@ import pytest
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
+from sdpo_kit import make_task  # noqa: E402
 from sdpo_kit.core.trl_base import check_enough_rows  # noqa: E402
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop  # noqa: E402
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer  # noqa: E402
 from sdpo_kit.lab.model import build_model, build_tokenizer  # noqa: E402
-from sdpo_kit.lab.tasks import ArithmeticTask, make_task  # noqa: E402
 from sdpo_kit.registry import load_config  # noqa: E402
 from sdpo_kit.rewards import exact_match_reward  # noqa: E402
-from sdpo_kit.sdpo.config import SDPOLoopConfig
-from sdpo_kit.sdpo.loop import SDPOLoop  # noqa: E402
+from sdpo_kit.sdpo.config import SDPOScratchConfig
+from sdpo_kit.sdpo.loop import SDPOScratchTrainer  # noqa: E402
+from sdpo_kit.tasks import ArithmeticTask  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -39,7 +40,7 @@ def arithmetic_rows(n):
 # ---------------------------------------------------------------------------------------
 # a dataset smaller than one step's batch
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("loop_class, config_class", [(GRPOLoop, GRPOLoopConfig), (SDPOLoop, SDPOLoopConfig)])
+@pytest.mark.parametrize("loop_class, config_class", [(GRPOScratchTrainer, GRPOScratchConfig), (SDPOScratchTrainer, SDPOScratchConfig)])
 def test_scratch_loop_refuses_fewer_rows_than_prompts_per_step(tok, loop_class, config_class):
     """3 rows and prompts_per_step=4: the scratch trainer (the shared scaffold, so every scratch
     loop) fails while being built, naming the row count and the batch it needs; 4 rows pass."""
@@ -71,13 +72,13 @@ def test_trl_builders_refuse_a_dataset_smaller_than_one_step(algorithm):
 def test_trl_row_check_matches_trls_sampler(prompts_per_step, accumulation):
     """The check fails exactly where TRL's RepeatSampler (the train dataloader's sampler) yields
     no index: for n rows around the threshold, ``check_enough_rows`` raises iff the sampler is empty."""
-    from trl import GRPOConfig as TRLGRPOConfig
+    from trl import GRPOConfig as GRPOTRLConfig
     from trl.trainer.utils import RepeatSampler
 
     from sdpo_kit.grpo.trl import grpo_args
 
     G = 4
-    args = TRLGRPOConfig(**grpo_args("cpu", "unused", prompts_per_step=prompts_per_step, num_generations=G,
+    args = GRPOTRLConfig(**grpo_args("cpu", "unused", prompts_per_step=prompts_per_step, num_generations=G,
                                      gradient_accumulation_steps=accumulation))
     for n in range(1, 2 * prompts_per_step + 1):
         sampler = RepeatSampler(range(n), mini_repeat_count=G, batch_size=args.generation_batch_size // G,
@@ -98,9 +99,9 @@ def test_sdpo_refuses_a_loss_type_the_distillation_term_ignores():
     fixed (TRL's SDPO: per-sequence token mean, then the mean), so a loss_type other than the
     default would change nothing: refused on both backends' configs, naming the reason. With
     distillation_weight < 1 it aggregates the GRPO term (as in TRL) and is accepted."""
-    from sdpo_kit.sdpo.config import TRLSDPOConfig
+    from sdpo_kit.sdpo.config import SDPOTRLConfig
 
-    for config_class in (SDPOLoopConfig, TRLSDPOConfig):
+    for config_class in (SDPOScratchConfig, SDPOTRLConfig):
         for loss_type in ("grpo", "bnpo", "dr_grpo"):
             with pytest.raises(ValueError, match=f"loss_type='{loss_type}' would change nothing.*"
                                                  "distillation_weight < 1"):
@@ -108,7 +109,7 @@ def test_sdpo_refuses_a_loss_type_the_distillation_term_ignores():
             assert config_class(loss_type=loss_type, distillation_weight=0.5).loss_type == loss_type
         assert config_class().loss_type == "dapo"  # the default, unchanged
     with pytest.raises(ValueError, match="loss_type must be one of"):
-        SDPOLoopConfig(loss_type="ppo", distillation_weight=0.5)
+        SDPOScratchConfig(loss_type="ppo", distillation_weight=0.5)
 
 
 @pytest.mark.parametrize("name", ["sdpo.yaml", "sdpo_feedback.yaml"])

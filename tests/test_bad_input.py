@@ -12,8 +12,8 @@ import math
 
 import pytest
 
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
 from sdpo_kit.rewards import (
     RewardError,
@@ -83,11 +83,11 @@ def test_columns_present_pass(model, tok):
 
 @pytest.mark.parametrize("drop", ["prompt", "answer"])
 def test_grpo_loop_rejects_rows_without_prompt_or_answer(model, tok, drop):
-    """GRPOLoop fails at construction, before any sampling, naming the missing column (and
+    """GRPOScratchTrainer fails at construction, before any sampling, naming the missing column (and
     for the answer, the reward that needs it)."""
     rows = [{k: v for k, v in {"prompt": [{"role": "user", "content": "1+1="}], "answer": "2"}.items() if k != drop}]
     with pytest.raises(ValueError) as e:
-        GRPOLoop(model, tok, [exact_match_reward()], rows, GRPOLoopConfig(max_steps=1, num_generations=2))
+        GRPOScratchTrainer(model, tok, [exact_match_reward()], rows, GRPOScratchConfig(max_steps=1, num_generations=2))
     assert repr(drop) in str(e.value)
     if drop == "answer":
         assert "'exact_match'" in str(e.value)

@@ -27,10 +27,10 @@ def test_shipped_configs_load(name):
     if name == "supervised":
         assert cfg.reward[0]["answer_field"] == "answer"
     # the trainer section is the registered trainer's own config, on either backend
-    from sdpo_kit.grpo.config import GRPOLoopConfig, TRLGRPOConfig
+    from sdpo_kit.grpo.config import GRPOScratchConfig, GRPOTRLConfig
 
-    assert (cfg.algorithm, cfg.backend) == ("grpo", "scratch") and type(cfg.trainer) is GRPOLoopConfig
-    assert type(load_config(CONFIGS / f"{name}.yaml", {"backend": "trl"}).trainer) is TRLGRPOConfig
+    assert (cfg.algorithm, cfg.backend) == ("grpo", "scratch") and type(cfg.trainer) is GRPOScratchConfig
+    assert type(load_config(CONFIGS / f"{name}.yaml", {"backend": "trl"}).trainer) is GRPOTRLConfig
     assert cfg.trainer.output_dir == cfg.output_dir
 
 

@@ -8,16 +8,16 @@ import pandas as pd
 import pytest
 
 from sdpo_kit.core.completions import CompletionLog, as_text, completion_rows
-from sdpo_kit.core.dashboard import Dashboard
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import exact_match_reward, feedback_reward
-from sdpo_kit.sdpo.config import SDPOLoopConfig
-from sdpo_kit.sdpo.loop import SDPOLoop
+from sdpo_kit.sdpo.config import SDPOScratchConfig
+from sdpo_kit.sdpo.loop import SDPOScratchTrainer
 from sdpo_kit.sdpo.trl import build_trl_sdpo_trainer
+from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.viz.dashboard import Dashboard
 
 G, P = 4, 2
 FP32 = {"rel": 1e-5, "abs": 1e-6}
@@ -60,9 +60,9 @@ def check_against_metrics(df, history, funcs):
 def test_scratch_grpo_writes_every_n_steps(tok, rows, tmp_path):
     """5 steps, log_completions_every=2: steps 2 and 4, P x G rows each, prompt and completion as text,
     the total reward the sum of the functions', the means equal to metrics.jsonl's."""
-    cfg = GRPOLoopConfig(max_steps=5, prompts_per_step=P, num_generations=G, max_completion_length=3,
+    cfg = GRPOScratchConfig(max_steps=5, prompts_per_step=P, num_generations=G, max_completion_length=3,
                      output_dir=str(tmp_path), log_completions_every=2)
-    history = GRPOLoop(build_model(tok, seed=0), tok, [exact_match_reward(), char_reward], rows, cfg).train()
+    history = GRPOScratchTrainer(build_model(tok, seed=0), tok, [exact_match_reward(), char_reward], rows, cfg).train()
     df = load(tmp_path)
     assert sorted(df["step"].unique()) == [2, 4]
     assert {"prompt", "completion", "reward", "reward/exact_match", "reward/char_reward", "feedback"} <= set(df.columns)
@@ -76,9 +76,9 @@ def test_a_monitor_with_weight_zero_is_logged_not_trained_on(tok, rows, tmp_path
     function's alone; the monitor still has its column in the file, the row and the dashboard's table,
     and the file's means are the row's (notebook 03's monitors)."""
     dash = Dashboard(table_size=4)
-    cfg = GRPOLoopConfig(max_steps=2, prompts_per_step=P, num_generations=G, max_completion_length=3,
+    cfg = GRPOScratchConfig(max_steps=2, prompts_per_step=P, num_generations=G, max_completion_length=3,
                      output_dir=str(tmp_path), log_completions_every=1)
-    history = GRPOLoop(build_model(tok, seed=0), tok, [char_reward, one_reward], rows, cfg,
+    history = GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward, one_reward], rows, cfg,
                        callbacks=[dash], reward_weights=[1.0, 0.0]).train()
     df = load(tmp_path)
     assert sorted(df["step"].unique()) == [1, 2] and (df["reward/one_reward"] == 1.0).all()
@@ -90,9 +90,9 @@ def test_a_monitor_with_weight_zero_is_logged_not_trained_on(tok, rows, tmp_path
 def test_scratch_sdpo_has_the_teacher_columns(tok, rows, tmp_path):
     """SDPO's rows add teacher_prompt and has_teacher; the fraction with a teacher is the step's
     sdpo/teacher_coverage, and a row with a teacher shows the reprompt (the question inside it)."""
-    cfg = SDPOLoopConfig(max_steps=2, prompts_per_step=P, num_generations=G, max_completion_length=4,
+    cfg = SDPOScratchConfig(max_steps=2, prompts_per_step=P, num_generations=G, max_completion_length=4,
                          success_reward_threshold=0.5, output_dir=str(tmp_path), log_completions_every=1)
-    history = SDPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, cfg).train()
+    history = SDPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg).train()
     df = load(tmp_path)
     by_step = {r["step"]: r for r in history}
     for step, group in df.groupby("step"):
@@ -105,14 +105,14 @@ def test_zero_writes_no_file_and_resume_cuts_it(tok, rows, tmp_path):
     """log_completions_every=0 writes nothing; a resumed run keeps the rows up to its checkpoint and
     writes its own after them (no step twice)."""
     kw = dict(max_steps=4, prompts_per_step=P, num_generations=G, max_completion_length=3, save_steps=2)
-    GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-             GRPOLoopConfig(**kw, output_dir=str(tmp_path / "off"), log_completions_every=0)).train()
+    GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows,
+             GRPOScratchConfig(**kw, output_dir=str(tmp_path / "off"), log_completions_every=0)).train()
     assert not (tmp_path / "off" / "completions.jsonl").exists()
     out = tmp_path / "on"
-    GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-             GRPOLoopConfig(**kw, output_dir=str(out), log_completions_every=1)).train()
-    GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-             GRPOLoopConfig(**kw, output_dir=str(out), log_completions_every=1)).train(resume_from_checkpoint=out / "checkpoint-2")
+    GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows,
+             GRPOScratchConfig(**kw, output_dir=str(out), log_completions_every=1)).train()
+    GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows,
+             GRPOScratchConfig(**kw, output_dir=str(out), log_completions_every=1)).train(resume_from_checkpoint=out / "checkpoint-2")
     assert load(out)["step"].tolist() == sorted([1, 2, 3, 4] * (P * G))
 
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 import pytest
 from test_trackers import BEFORE, unchanged_run
 
-from sdpo_kit.core import dashboard as dashboard_module
-from sdpo_kit.core import plotting
-from sdpo_kit.core.dashboard import Dashboard, DashboardCallback, html_table, text_table
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
-from sdpo_kit.sdpo.config import SDPOLoopConfig
-from sdpo_kit.sdpo.loop import SDPOLoop
+from sdpo_kit.sdpo.config import SDPOScratchConfig
+from sdpo_kit.sdpo.loop import SDPOScratchTrainer
+from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.viz import dashboard as dashboard_module
+from sdpo_kit.viz import plots as plotting
+from sdpo_kit.viz.dashboard import Dashboard, DashboardCallback, html_table, text_table
 
 FP32 = {"rel": 1e-5, "abs": 1e-6}
 KW = dict(prompts_per_step=2, num_generations=4, max_completion_length=3, learning_rate=3e-3, seed=1)
@@ -55,8 +55,8 @@ def test_stop_button_scratch_checkpoint_resumes(tok, rows, tmp_path):
     the step's completions; resumed from checkpoint-2 the run logs steps 3-5 as the run that was
     never stopped (fp32 tolerance)."""
     dash = Dashboard(table_size=4)
-    cfg = GRPOLoopConfig(max_steps=5, output_dir=str(tmp_path / "a"), **KW)
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, cfg, callbacks=[dash, click_at(dash, 2)])
+    cfg = GRPOScratchConfig(max_steps=5, output_dir=str(tmp_path / "a"), **KW)
+    loop = GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg, callbacks=[dash, click_at(dash, 2)])
     history = dash.train(loop)
     assert [r["step"] for r in train_rows(history)] == [1, 2]
     assert loop.stopped_at == 2 and dash.stopped_at == 2 and (tmp_path / "a" / "checkpoint-2").is_dir()
@@ -67,9 +67,9 @@ def test_stop_button_scratch_checkpoint_resumes(tok, rows, tmp_path):
     assert all(r["completion"].replace("<", "&lt;").replace(">", "&gt;") in dash.table.value for r in dash.table_rows
                if "&" not in r["completion"])
 
-    resumed = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-                       GRPOLoopConfig(max_steps=5, output_dir=str(tmp_path / "b"), **KW))
-    straight = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOLoopConfig(max_steps=5, **KW))
+    resumed = GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows,
+                       GRPOScratchConfig(max_steps=5, output_dir=str(tmp_path / "b"), **KW))
+    straight = GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, GRPOScratchConfig(max_steps=5, **KW))
     got = train_rows(resumed.train(resume_from_checkpoint=tmp_path / "a" / "checkpoint-2"))
     want = train_rows(straight.train())
     assert [r["step"] for r in got] == [1, 2, 3, 4, 5]
@@ -101,8 +101,8 @@ def test_sdpo_table_and_text_fallback(tok, rows, tmp_path, capsys, monkeypatch):
     printed every table_every steps, carries SDPO's teacher columns."""
     monkeypatch.setattr(dashboard_module, "_widgets", lambda: None)
     dash = Dashboard(png_path=tmp_path / "dash.png", table_every=2)
-    cfg = SDPOLoopConfig(max_steps=2, success_reward_threshold=0.5, **{**KW, "max_completion_length": 4})
-    dash.train(SDPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, cfg, callbacks=[dash]))
+    cfg = SDPOScratchConfig(max_steps=2, success_reward_threshold=0.5, **{**KW, "max_completion_length": 4})
+    dash.train(SDPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg, callbacks=[dash]))
     out = capsys.readouterr().out
     assert dash.widget is None and (tmp_path / "dash.png").read_bytes()[:4] == b"\x89PNG"
     assert "sampled completions, step 2" in out and "has_teacher" in out and "teacher_prompt" in out
@@ -124,7 +124,7 @@ def test_in_a_kernel_one_widget_redrawn_in_place(tok, rows, monkeypatch, headles
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
     dash = Dashboard(every=1)
     pngs = []
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOLoopConfig(max_steps=3, **KW),
+    loop = GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, GRPOScratchConfig(max_steps=3, **KW),
                     callbacks=[dash, lambda r: pngs.append(dash.image.value)])
     history = dash.train(loop, background=False)
     assert shown[0] is dash.widget and dash.plot.in_notebook is False
@@ -172,8 +172,8 @@ def test_background_thread_stops_on_click(tok, rows, tmp_path):
     """As in Jupyter: train() in a thread returns at once; a click from the caller's thread stops the
     run after the step in progress, with its checkpoint; wait() gives the rows."""
     dash = Dashboard()
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-                    GRPOLoopConfig(max_steps=200, output_dir=str(tmp_path), **KW), callbacks=[dash])
+    loop = GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows,
+                    GRPOScratchConfig(max_steps=200, output_dir=str(tmp_path), **KW), callbacks=[dash])
     assert dash.train(loop, background=True) is None
     dash.stop_button.click()
     history = dash.wait()
@@ -183,7 +183,7 @@ def test_background_thread_stops_on_click(tok, rows, tmp_path):
 
 def test_a_dashboard_not_among_the_callbacks_is_refused(tok, rows):
     """A dashboard the trainer does not call would neither update nor stop it: said at once."""
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOLoopConfig(max_steps=1, **KW))
+    loop = GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, GRPOScratchConfig(max_steps=1, **KW))
     with pytest.raises(ValueError, match="callbacks"):
         Dashboard().train(loop)
 
@@ -221,7 +221,7 @@ def test_dashboard_callback_on_a_trainer_sdpo_kit_did_not_wire(tok, rows, tmp_pa
 def test_a_headless_notebook_run_trains_in_the_foreground(monkeypatch):
     """In a kernel run headless (the Agg backend, as CI runs notebooks) no one can press stop: train()
     runs the trainer before it returns, with no thread; with a screen it would start one."""
-    from sdpo_kit.core import dashboard as dash_mod
+    from sdpo_kit.viz import dashboard as dash_mod
 
     calls = []
 

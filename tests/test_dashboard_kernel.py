@@ -17,16 +17,16 @@ pytest.importorskip("ipykernel")
 SETUP = """
 import sys; sys.path.insert(0, {root!r})
 import torch; torch.set_num_threads(1)
-from sdpo_kit.core.dashboard import Dashboard
-from sdpo_kit.grpo.loop import GRPOLoop
-from sdpo_kit.grpo.config import GRPOLoopConfig
+from sdpo_kit.viz.dashboard import Dashboard
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
+from sdpo_kit.grpo.config import GRPOScratchConfig
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
+from sdpo_kit.tasks import ArithmeticTask
 tok = build_tokenizer(); rows = ArithmeticTask(n_eval=8, seed=0).splits()[0]
 def reward(prompts, completions, **kw): return [len(c[0]['content']) % 3 / 2 for c in completions]
 dash = Dashboard(every=10**9)
-loop = GRPOLoop(build_model(tok, seed=0), tok, [reward], rows,
-                GRPOLoopConfig(max_steps=100000, prompts_per_step=2, num_generations=4, max_completion_length=3,
+loop = GRPOScratchTrainer(build_model(tok, seed=0), tok, [reward], rows,
+                GRPOScratchConfig(max_steps=100000, prompts_per_step=2, num_generations=4, max_completion_length=3,
                            output_dir={out!r}), callbacks=[dash])
 print(dash.in_notebook, dash.train(loop))
 """

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from sdpo_kit.core.config import ConfigError
-from sdpo_kit.lab.dataset_task import DatasetError, DatasetTask, check_dataset_run
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.registry import load_config
 from sdpo_kit.rewards import RewardError, compute_rewards, make_reward
+from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.tasks.dataset import DatasetError, DatasetTask, check_dataset_run
 
 # the tiny lab's own held-out sums (its warm start never trained on them), as a learner's file would hold them
 SUMS = [{"question": q["prompt"][-1]["content"], "answer": q["answer"], "hint": f"The sum is {q['answer']}."}
@@ -140,7 +140,7 @@ def test_an_answer_rule_and_a_reward_of_ones_own_next_to_the_config(tmp_path):
     (path.parent / "rules.py").write_text(RULES)
     (path.parent / "my_rewards.py").write_text(REWARDS)
     cfg = load_config(path)
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit import make_task
 
     task = make_task(**cfg.task)
     assert task.is_correct("it is 9 I think", "9") and not task.is_correct("none", "9")

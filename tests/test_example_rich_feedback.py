@@ -48,8 +48,8 @@ def test_cpu_path_shows_the_feedback_and_trains(tmp_path, capsys):
 
 def test_show_feedback_example_returns_what_it_printed(capsys):
     """The near miss scores 0, its feedback names the failing call and never the answer."""
-    from sdpo_kit.lab.code_task import CodeTask
     from sdpo_kit.registry import load_config
+    from sdpo_kit.tasks.code import CodeTask
 
     cfg = load_config(example.CPU_CONFIG, {"task.n_eval": 4})
     task = CodeTask(n_eval=4)
@@ -66,7 +66,7 @@ def test_gpu_training_args_are_the_t4_profile(tmp_path):
     checkpointing), the tests' feedback in the teacher prompt, 4 completions of 512 tokens, whole
     groups per generation batch in micro-batches of 2; ``--set trainer.*`` reaches it."""
     from sdpo_kit.grpo.trl import grpo_args
-    from sdpo_kit.sdpo.trl import SDPOConfig
+    from sdpo_kit.sdpo.trl import SDPOTRLArgs
 
     config = example.gpu_training_args(str(tmp_path), steps=2, overrides={"trainer.learning_rate": 1e-5})
     preset = resolve_preset(config.preset)
@@ -74,7 +74,7 @@ def test_gpu_training_args_are_the_t4_profile(tmp_path):
     assert config.include_environment_feedback and config.num_generations == 4
     assert config.max_completion_length == 512 and config.max_steps == 2 and config.learning_rate == 1e-5
     knobs = {k: getattr(config, k) for k in ("prompts_per_step", "num_generations", "max_steps")}
-    args = grpo_args(config.preset, tmp_path, args_class=SDPOConfig, **knobs, **config.trl_args)
+    args = grpo_args(config.preset, tmp_path, args_class=SDPOTRLArgs, **knobs, **config.trl_args)
     assert args["fp16"] and args["gradient_checkpointing"] and args["per_device_train_batch_size"] == 2
 
 

@@ -13,7 +13,7 @@ import torch
 
 from sdpo_kit import models
 from sdpo_kit.core.checkpoint import save_model
-from sdpo_kit.core.config import ModelConfig, dump_config
+from sdpo_kit.core.config import ModelSection, dump_config
 from sdpo_kit.deploy.export import export, round_trip
 from sdpo_kit.deploy.run_model import base_load_kwargs
 from sdpo_kit.registry import config_from_dict
@@ -22,9 +22,9 @@ PROMPTS = [[{"role": "user", "content": q}] for q in ("1+2+3=", "9+9+9=", "4+0+7
 
 
 def test_the_base_is_loaded_in_16_bits_or_fp32_without_unsloth():
-    kw = base_load_kwargs(ModelConfig(name="Qwen/Qwen2.5-0.5B-Instruct", load_in_4bit=True, lora=16))
+    kw = base_load_kwargs(ModelSection(name="Qwen/Qwen2.5-0.5B-Instruct", load_in_4bit=True, lora=16))
     assert kw["load_in_4bit"] is False and kw["use_unsloth"] is False and kw["lora"] is False
-    assert base_load_kwargs(ModelConfig(), torch.float16)["dtype"] is torch.float16
+    assert base_load_kwargs(ModelSection(), torch.float16)["dtype"] is torch.float16
 
 
 def test_a_4bit_lora_run_exports_merged_through_transformers(tmp_path, monkeypatch):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from sdpo_kit.lab.environments import ArithmeticEnvironment, Environment, environment_reward
-from sdpo_kit.lab.tasks import ArithmeticTask, arithmetic_feedback
 from sdpo_kit.rewards import (
     RewardError,
     call_reward,
@@ -16,6 +14,9 @@ from sdpo_kit.rewards import (
     feedback_reward,
     make_reward,
 )
+from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.tasks.arithmetic import arithmetic_feedback
+from sdpo_kit.tasks.environments import ArithmeticEnvironment, Environment, environment_reward
 
 # (completion, answer, tagged, expected feedback)
 FEEDBACK = [
@@ -82,7 +83,7 @@ def test_an_environment_is_a_reward_type_and_scores_as_the_feedback_reward():
     (env,) = make_reward({"type": "environment"}, task=task)
     (fb,) = make_reward({"type": "feedback"}, task=task)
     assert env(prompts, completions, answer=answers) == fb(prompts, completions, answer=answers)
-    (by_path,) = make_reward({"type": "environment", "factory": "sdpo_kit.lab.environments:ArithmeticEnvironment"})
+    (by_path,) = make_reward({"type": "environment", "factory": "sdpo_kit.tasks.environments:ArithmeticEnvironment"})
     assert [d["score"] for d in by_path(prompts, completions, answer=answers)] == [1.0, 0.0, 0.0, 1.0]
     with pytest.raises(ValueError, match="cannot import factory"):
         make_reward({"type": "environment", "factory": "no.such.module:Env"})

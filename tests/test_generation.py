@@ -21,8 +21,8 @@ from sdpo_kit.core.sampling import (
     shared_prompt_logprobs,
 )
 from sdpo_kit.grpo import loop as grpo_module
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
 
 G = 3
@@ -101,9 +101,9 @@ def test_shared_prompt_refuses_gradient_checkpointing(model, tok):
 def loop_params_after_two_steps(tok, share_prompt):
     model = build_model(tok, seed=0)
     rows = [{"prompt": [{"role": "user", "content": p}], "answer": "0"} for p in PROMPTS]
-    cfg = GRPOLoopConfig(max_steps=2, prompts_per_step=3, num_generations=G, num_iterations=2,
+    cfg = GRPOScratchConfig(max_steps=2, prompts_per_step=3, num_generations=G, num_iterations=2,
                      max_completion_length=4, beta=0.1, learning_rate=1e-2, share_prompt=share_prompt)
-    loop = GRPOLoop(model, tok, [lambda prompts, completions, **kw: [float(len(c[0]["content"])) for c in completions]],
+    loop = GRPOScratchTrainer(model, tok, [lambda prompts, completions, **kw: [float(len(c[0]["content"])) for c in completions]],
                     rows, cfg)
     loop.train()
     return loop, [p.detach().clone() for p in model.parameters()]
@@ -162,9 +162,9 @@ def test_sample_groups_rows_by_prompt(model, tok):
 
 def lr_trace(tok, schedule):
     rows = [{"prompt": [{"role": "user", "content": p}], "answer": "0"} for p in PROMPTS]
-    cfg = GRPOLoopConfig(max_steps=4, prompts_per_step=3, num_generations=G, num_iterations=2,
+    cfg = GRPOScratchConfig(max_steps=4, prompts_per_step=3, num_generations=G, num_iterations=2,
                      max_completion_length=2, learning_rate=0.1, lr_scheduler_type=schedule)
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [lambda prompts, completions, **kw: [0.0] * len(prompts)],
+    loop = GRPOScratchTrainer(build_model(tok, seed=0), tok, [lambda prompts, completions, **kw: [0.0] * len(prompts)],
                     rows, cfg)
     return [h["stats/learning_rate"] for h in loop.train() if h["step"] > 0]
 
@@ -175,7 +175,7 @@ def test_learning_rate_schedules(tok):
     # after step k (2k updates of 8): lr = 0.1 * (1 - 2k/8)
     assert lr_trace(tok, "linear") == pytest.approx([0.075, 0.05, 0.025, 0.0])
     with pytest.raises(ValueError, match="lr_scheduler_type"):
-        GRPOLoopConfig(lr_scheduler_type="cosine")
+        GRPOScratchConfig(lr_scheduler_type="cosine")
 
 
 def test_a_forward_that_drops_the_cache_is_refused_not_silently_wrong(model, tok):

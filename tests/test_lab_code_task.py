@@ -1,12 +1,13 @@
-"""The tiny lab's code task (``lab/code_task.py``) and the one-child-per-program runner
+"""The tiny lab's code task (``tasks/code.py``) and the one-child-per-program runner
 (``sandbox/batch.py``), with real sandbox runs."""
 
 import pytest
 
-from sdpo_kit.lab.code_task import CodeTask, expression, hidden_tests, program
-from sdpo_kit.lab.tasks import TASKS, Task, make_task
+from sdpo_kit import make_task
 from sdpo_kit.sandbox.batch import run_program_tests, run_programs_many
 from sdpo_kit.sandbox.runner import run_tests
+from sdpo_kit.tasks import TASKS, Task
+from sdpo_kit.tasks.code import CodeTask, expression, hidden_tests, program
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def test_a_result_record_without_a_value_is_contained():
 
 def test_near_miss_form_is_what_python_reads():
     """``ANSWER_RE`` takes only what Python reads as a*x+b: no leading zeros, ASCII digits, no newline."""
-    from sdpo_kit.lab.code_task import ANSWER_RE
+    from sdpo_kit.tasks.code import ANSWER_RE
 
     assert ANSWER_RE.fullmatch("3*x+2") and ANSWER_RE.fullmatch("10*x+0")
     assert not any(ANSWER_RE.fullmatch(t) for t in ("03*x+2", "3*x+2\n", "\u0663*x+2", "3*x+ 2"))
@@ -204,8 +205,8 @@ def test_feedback_reward_uses_the_tasks_checker(task):
     """``make_reward("feedback", task=lab_code)`` scores by running the programs: any expression
     equal to f passes, a wrong one gets the tests' feedback (never the answer), an empty one the
     empty-answer line."""
-    from sdpo_kit.lab.code_task import EMPTY_FEEDBACK
     from sdpo_kit.rewards import make_reward
+    from sdpo_kit.tasks.code import EMPTY_FEEDBACK
 
     (fn,) = make_reward("feedback", task=task)
     out = fn(None, ["2+x*3", "3*x+3", ""], answer=["3*x+2"] * 3)

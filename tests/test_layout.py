@@ -11,19 +11,21 @@ The floors, bottom to top (``FLOORS``): a module imports its own room or rooms o
 and two rooms never import each other, directly or round a circle.
 
      1  core       shared machinery; imports no other room
-     2  text       answer rules, ``completion_text``, SDPO's teacher prompts: what the lab's warm start and
-                   the rewards both read and write, so it stands under both
-     3  sandbox    running model-written code; imports no other room (the lab's code task stands on it)
-     4  lab        the tiny lab and the tasks (it registers its own; an algorithm's tasks register from
-                   its package, so the lab never imports an algorithm)
-     5  rewards, models   beside each other: neither imports the other; both read the lab
-     6  grpo, ppo  ppo stands on models (its value head wraps the loaded policy) and rewards, grpo on rewards
-     7  sdpo, vapor       both extend GRPO's loop and config
-     8  losses     re-exports every algorithm's loss
-     9  registry   names every trainer and registers vapor's task, so it stands above the algorithms
-    10  deploy, training  the CLI's two halves below it: exports / ``sdpo-kit eval``, and ``train()``
-    11  course, cli       what the notebooks and the command call
-    12  sdpo_kit   the package's own ``__init__`` (a docstring and a version)
+     2  text, viz  answer rules, ``completion_text``, SDPO's teacher prompts: what the tasks, the lab's warm start
+                   and the rewards all read and write, so it stands under them; the dashboard, live plots and
+                   explorers, which draw what core's metrics name
+     3  sandbox    running model-written code; imports no other room (the code task stands on it)
+     4  tasks      what a run trains on (each registers its own; an algorithm's tasks register from its
+                   package, so the tasks never import an algorithm)
+     5  lab        the offline models: the tiny lab (its warm start trains on the tasks) and the real one
+     6  rewards, models   beside each other: neither imports the other; both read the tasks and the lab
+     7  grpo, ppo  ppo stands on models (its value head wraps the loaded policy) and rewards, grpo on rewards
+     8  sdpo, vapor       both extend GRPO's loop and config
+     9  losses     re-exports every algorithm's loss
+    10  registry   names every trainer and registers vapor's task, so it stands above the algorithms
+    11  deploy, training  the CLI's two halves below it: exports / ``sdpo-kit eval``, and ``train()``
+    12  course, cli       what the notebooks and the command call
+    13  sdpo_kit   the package's own ``__init__``: the public API, ``import sdpo_kit as sk``
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ PKG = Path(__file__).resolve().parents[1] / "sdpo_kit"
 ALGORITHMS = ("grpo", "vapor", "sdpo", "ppo")
 FLOORS = (                       # bottom to top; a room is a folder of sdpo_kit or a module at its root
     ("core",),
-    ("text",),
+    ("text", "viz"),
     ("sandbox",),
+    ("tasks",),
     ("lab",),
     ("rewards", "models"),
     ("grpo", "ppo"),
@@ -51,7 +54,7 @@ FLOORS = (                       # bottom to top; a room is a folder of sdpo_kit
     ("sdpo_kit",),               # sdpo_kit/__init__.py
 )
 FLOOR = {room: i for i, rooms in enumerate(FLOORS, 1) for room in rooms}
-REGISTRY_ENTRY = re.compile(r"^(sdpo_kit(?:\.\w+)+):\w+$")   # "sdpo_kit.grpo.loop:GRPOLoop"
+REGISTRY_ENTRY = re.compile(r"^(sdpo_kit(?:\.\w+)+):\w+$")   # "sdpo_kit.grpo.loop:GRPOScratchTrainer"
 CLI_MAX_LINES = 200
 
 
@@ -204,23 +207,23 @@ def test_no_two_rooms_import_each_other():
 
 
 def test_the_floor_checks_can_fail():
-    """The two checks above are not blind: an import from the lab up into vapor/ (what lab/__init__.py did
-    before vapor's task registered from its own package) is an arrow up and a circle with vapor -> lab."""
-    name = "sdpo_kit.lab.tasks"
+    """The two checks above are not blind: an import from the tasks up into vapor/ (what the lab did before
+    vapor's task registered from its own package) is an arrow up and a circle with vapor -> tasks."""
+    name = "sdpo_kit.tasks.arithmetic"
     bad = MODULES[name].read_text() + "\n\ndef _later():\n    from sdpo_kit.vapor import tasks  # noqa\n"
     arrows = upward_arrows({name: bad})
-    assert arrows == ["sdpo_kit/lab/tasks.py: import sdpo_kit.vapor.tasks (lab, floor 4) -> vapor (floor 7)"], arrows
-    assert any(c.startswith("lab -> ") and "vapor" in c for c in room_cycles({name: bad})), room_cycles({name: bad})
+    assert arrows == ["sdpo_kit/tasks/arithmetic.py: import sdpo_kit.vapor.tasks (tasks, floor 4) -> vapor (floor 8)"], arrows
+    assert any(c.startswith("tasks -> ") and "vapor" in c for c in room_cycles({name: bad})), room_cycles({name: bad})
 
 
 def test_the_cli_is_a_thin_front():
     """``sdpo_kit/cli.py`` parses arguments and calls the library: at most 200 lines. ``train`` lives in
-    ``sdpo_kit.training`` and is still importable from the CLI module (the notebooks import it there)."""
-    from sdpo_kit import cli, training
+    ``sdpo_kit.training`` only (the public one is ``sdpo_kit.train``): the CLI keeps no second home for it."""
+    from sdpo_kit import cli
 
     n = len((PKG / "cli.py").read_text().splitlines())
     assert n <= CLI_MAX_LINES, f"sdpo_kit/cli.py has {n} lines (at most {CLI_MAX_LINES}): move code to the library"
-    assert cli.train is training.train
+    assert not hasattr(cli, "train")
 
 
 def test_no_module_is_named_like_a_test():
@@ -231,17 +234,23 @@ def test_no_module_is_named_like_a_test():
 
 
 def test_the_scratch_grpo_config_is_not_named_like_trls():
-    """The scratch config is ``GRPOLoopConfig`` (``trl.GRPOConfig`` is TRL's); the old name stays a plain
-    (deprecated) alias of it for callers' imports, and each algorithm's config classes live in its ``config.py``."""
+    """One config class per algorithm and backend, ``<ALGORITHM><Backend>Config``, none named like a TRL class
+    (``trl.GRPOConfig``, ``trl.experimental.sdpo.SDPOConfig``), no alias of an old name left behind, and each
+    algorithm's config classes live in its ``config.py``."""
+    import trl
+
     from sdpo_kit.grpo import config, loop
 
-    assert config.GRPOLoopConfig.__name__ == "GRPOLoopConfig" and loop.GRPOConfig is config.GRPOLoopConfig
-    for algo, names in {"grpo": ("GRPOSettings", "GRPOLoopConfig", "TRLGRPOConfig"),
-                        "sdpo": ("SDPOFields", "SDPOLoopConfig", "TRLSDPOConfig"),
-                        "vapor": ("VAPORFields", "VAPORLoopConfig", "TRLVAPORConfig"),
-                        "ppo": ("TeacherStudentPPOConfig",)}.items():
+    assert not hasattr(config, "GRPOConfig") and not hasattr(loop, "GRPOConfig")
+    trl_names = {n for n in dir(trl) if n.endswith(("Config", "Trainer"))} | {"SDPOConfig", "SDPOTrainer"}
+    for algo, names in {"grpo": ("GRPOFields", "GRPOScratchConfig", "GRPOTRLConfig"),
+                        "sdpo": ("SDPOFields", "SDPOScratchConfig", "SDPOTRLConfig"),
+                        "vapor": ("VAPORFields", "VAPORScratchConfig", "VAPORTRLConfig"),
+                        "ppo": ("PPOScratchConfig",)}.items():
         defined = {n.name for n in ast.parse((PKG / algo / "config.py").read_text()).body if isinstance(n, ast.ClassDef)}
         assert set(names) <= defined, (algo, set(names) - defined)
+    ours = {n.name for p in PKG.rglob("*.py") for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef)}
+    assert "GRPOConfig" in trl_names and not ours & trl_names, ours & trl_names
 
 
 def test_config_does_not_need_the_registry():

@@ -9,11 +9,11 @@ import pytest
 
 from sdpo_kit.core.metrics import METRICS, TRL_TO_SDPO, MetricsSink, metrics_from_trl_logs, read_jsonl
 from sdpo_kit.grpo import loop as loop_module
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import exact_match_reward
+from sdpo_kit.tasks import ArithmeticTask
 
 
 def documented(key: str) -> bool:
@@ -25,19 +25,19 @@ def documented(key: str) -> bool:
 
 
 def test_every_key_the_scratch_loop_logs_is_documented():
-    """A GRPOLoop row (beta > 0, eval on) carries only keys METRICS names."""
+    """A GRPOScratchTrainer row (beta > 0, eval on) carries only keys METRICS names."""
     tok = build_tokenizer()
     task = ArithmeticTask(n_eval=8)
     rows, heldout = task.splits()
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [exact_match_reward()], rows,
-                    GRPOLoopConfig(max_steps=1, prompts_per_step=2, num_generations=2, beta=0.1, max_completion_length=2),
+    loop = GRPOScratchTrainer(build_model(tok, seed=0), tok, [exact_match_reward()], rows,
+                    GRPOScratchConfig(max_steps=1, prompts_per_step=2, num_generations=2, beta=0.1, max_completion_length=2),
                     eval_fn=lambda m: task.evaluate(m, tok, heldout))
     keys = {k for row in loop.train() for k in row}
     assert {"loss/policy", "loss/kl", "stats/share_prompt", "eval/accuracy", "reward/exact_match"} <= keys
     assert not [k for k in keys if not documented(k)]
 
 
-# the keys GRPOLoop's module docstring lists, its reward/<func name> as exact_match's; TRL's backend logs them
+# the keys GRPOScratchTrainer's module docstring lists, its reward/<func name> as exact_match's; TRL's backend logs them
 # too but for three it has no counterpart for with beta = 0 and no entropy bonus (tests/test_trl_grpo.py)
 GRPO_ROW_KEYS = {"step", "reward/mean", "reward/std", "reward/exact_match", "loss", "loss/policy", "loss/kl",
                  "stats/clip_frac", "stats/clip_frac_low", "stats/clip_frac_high", "stats/ratio_mean",
@@ -47,7 +47,7 @@ GRPO_ROW_KEYS = {"step", "reward/mean", "reward/std", "reward/exact_match", "los
 
 @pytest.mark.parametrize("num_iterations", [1, 2])
 def test_every_row_has_every_key_the_docstring_lists_and_the_schedule(num_iterations):
-    """Every training row of GRPOLoop carries each key its docstring lists, one row per step; the
+    """Every training row of GRPOScratchTrainer carries each key its docstring lists, one row per step; the
     logged learning rate follows the linear schedule counted in steps, whatever mu (lr after step s:
     lr (1 - s / max_steps)); clip_frac is the sum of its low and high parts."""
     doc = loop_module.__doc__
@@ -55,9 +55,9 @@ def test_every_row_has_every_key_the_docstring_lists_and_the_schedule(num_iterat
     tok = build_tokenizer()
     task = ArithmeticTask(n_eval=8)
     rows, heldout = task.splits()
-    cfg = GRPOLoopConfig(max_steps=3, prompts_per_step=2, num_generations=4, max_completion_length=3,
+    cfg = GRPOScratchConfig(max_steps=3, prompts_per_step=2, num_generations=4, max_completion_length=3,
                      learning_rate=1e-3, lr_scheduler_type="linear", num_iterations=num_iterations, seed=0)
-    history = GRPOLoop(build_model(tok, seed=0), tok, [exact_match_reward()], rows, cfg,
+    history = GRPOScratchTrainer(build_model(tok, seed=0), tok, [exact_match_reward()], rows, cfg,
                        eval_fn=lambda m: task.evaluate(m, tok, heldout)).train()
     steps = [r for r in history if "loss" in r]
     assert [r["step"] for r in steps] == [1, 2, 3] and "eval/accuracy" in history[0] and "eval/accuracy" in history[-1]

@@ -20,7 +20,7 @@ def test_tiny_lab_returns_a_working_model_and_tokenizer(tiny):
     """The tiny lab loads offline, pads on the left with a pad token, generates number-only
     completions in a batch, and is warm: held-out greedy accuracy well above an untrained
     model's (about 0) on 100 held-out sums."""
-    from sdpo_kit.lab.tasks import ArithmeticTask
+    from sdpo_kit.tasks import ArithmeticTask
 
     model, tok = tiny
     assert tok.pad_token is not None and tok.padding_side == "left"

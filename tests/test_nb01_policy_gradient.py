@@ -1,9 +1,9 @@
 """Notebook 01 (policy gradient from scratch): the plumbing its checks stand on, on the tiny lab.
 
 The notebook keeps the checks of the math (inline == library, the score function's mean zero, on-policy GRPO
-== REINFORCE with the group baseline, one GRPOLoop step == one inline step) and of its run (the rise of
+== REINFORCE with the group baseline, one GRPOScratchTrainer step == one inline step) and of its run (the rise of
 held-out accuracy, for the profile that measured one). Here: its profiles, the held-out split, the warm
-start's room to improve, GRPOLoop's metrics rows and schedule, the variance-optimal baseline that
+start's room to improve, GRPOScratchTrainer's metrics rows and schedule, the variance-optimal baseline that
 ``docs/concepts/policy_gradient.md`` describes, and the reference answers of exercises 2 and 3 (exercise
 1's: ``tests/test_course_checks.py``).
 """
@@ -18,16 +18,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from sdpo_kit import make_task
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 from sdpo_kit.core.sampling import completion_logprobs, sample
 from sdpo_kit.course import profile_table
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import LabConfig
-from sdpo_kit.lab.tasks import ArithmeticTask, make_task, prompt_text
 from sdpo_kit.losses import group_advantages, grpo_loss
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import exact_match_reward
+from sdpo_kit.tasks import ArithmeticTask, prompt_text
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = profile_table("01")
@@ -87,7 +88,7 @@ def test_the_warm_start_is_sometimes_right_with_room_to_improve(lab_task):
 
 
 def test_grpo_loop_logs_one_row_per_step_on_the_inline_schedule(lab_task):
-    """GRPOLoop as notebook 01 runs it (on-policy, no KL, linear decay): an evaluation of the start weights
+    """GRPOScratchTrainer as notebook 01 runs it (on-policy, no KL, linear decay): an evaluation of the start weights
     at step 0, one row per step with a finite loss equal to the policy loss, an idle clip, the learning rate
     LR * (1 - step / S) after each step, an evaluation at the end, and weights that moved when some group
     had mixed rewards (unmoved otherwise)."""
@@ -100,10 +101,10 @@ def test_grpo_loop_logs_one_row_per_step_on_the_inline_schedule(lab_task):
         return task.evaluate(model, tok, heldout_rows[:32], max_new_tokens=LAB["max_new_tokens"])
 
     acc_start = evaluate(policy)
-    cfg = GRPOLoopConfig(max_steps=steps, prompts_per_step=4, num_generations=LAB["group"], learning_rate=lr,
+    cfg = GRPOScratchConfig(max_steps=steps, prompts_per_step=4, num_generations=LAB["group"], learning_rate=lr,
                      max_grad_norm=1.0, temperature=LAB["temperature"], max_completion_length=LAB["max_new_tokens"],
                      loss_type="dapo", beta=0.0, num_iterations=1, eval_every=2, seed=0, lr_scheduler_type="linear")
-    hist = GRPOLoop(policy, tok, [exact_match_reward(rule=task.rule)], train_rows, cfg, eval_fn=evaluate).train()
+    hist = GRPOScratchTrainer(policy, tok, [exact_match_reward(rule=task.rule)], train_rows, cfg, eval_fn=evaluate).train()
     logged = [h for h in hist if "loss" in h]
     assert [h["step"] for h in logged] == list(range(1, steps + 1)), "one row per step"
     assert hist[0]["step"] == 0 and hist[0]["eval/accuracy"] == acc_start, "step 0 evaluates the start weights"

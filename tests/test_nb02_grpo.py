@@ -22,12 +22,12 @@ import datasets
 import pytest
 import torch
 
+from sdpo_kit import make_task
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 from sdpo_kit.course import profile_table, setup
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
-from sdpo_kit.lab.tasks import make_task
 from sdpo_kit.losses import LOSS_TYPES, aggregate_loss, grpo_loss, kl_k3
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import make_reward
@@ -84,12 +84,12 @@ def test_each_profile_holds_every_setting_the_notebook_reads(key):
 
 
 def test_the_notebook_settings_reach_both_backends_unchanged(tmp_path):
-    """SHARED builds a GRPOLoopConfig with those values, and TRL's GRPOTrainer gets the same: prompts x G
+    """SHARED builds a GRPOScratchConfig with those values, and TRL's GRPOTrainer gets the same: prompts x G
     completions per optimizer step, mu x max_steps optimizer steps (TRL counts passes), the same rate,
     schedule, loss, clip, KL weight, temperature and completion budget, on the cpu preset in fp32."""
     P, shared, model, tok, task, reward = lab_setup()
     assert shared["num_iterations"] == 2 and shared["beta"] == 0.0 and shared["loss_type"] == "dapo"
-    config = GRPOLoopConfig(**shared)
+    config = GRPOScratchConfig(**shared)
     for key, value in shared.items():
         assert getattr(config, key) == value, key
     train_rows, _ = task.splits()
@@ -117,7 +117,7 @@ def test_both_backends_log_one_row_per_step_on_the_same_schedule(tmp_path):
     def accuracy(m):
         return task.evaluate(m, tok, heldout_rows, max_new_tokens=P.max_new_tokens)
 
-    scratch = GRPOLoop(model, tok, [reward], train_rows, GRPOLoopConfig(**shared, output_dir=str(tmp_path / "scratch")),
+    scratch = GRPOScratchTrainer(model, tok, [reward], train_rows, GRPOScratchConfig(**shared, output_dir=str(tmp_path / "scratch")),
                        eval_fn=accuracy).train()
     assert any(not torch.equal(p, start[n]) for n, p in model.named_parameters() if n in start), "weights changed"
     with torch.no_grad():

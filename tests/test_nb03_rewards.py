@@ -12,10 +12,9 @@ import pytest
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 from sdpo_kit.course.profiles.nb03 import PROFILES
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import completion_text
 from sdpo_kit.rewards import (
     coverage_weighted_ce_reward,
     exact_match_reward,
@@ -24,6 +23,7 @@ from sdpo_kit.rewards import (
     make_reward,
     tag_format_reward,
 )
+from sdpo_kit.tasks import completion_text
 from sdpo_kit.text.answers import extract_answer, is_correct
 
 # (completion, right under first_line, under auto, under first_number), the answer 9 (notebook 03, section 1)
@@ -103,10 +103,10 @@ def hack_loop(model, tok, tmp_path, beta=0.0, steps=3, G=4):
     """Notebook 03's hack_run without the dashboard: GRPO on the self-scored inverse loss with exact match
     and distinct-in-group as monitors (weight 0)."""
     rewards = make_reward([{"type": "inverse_loss", "scorer": "policy"}, "exact_match"], model, tok)
-    cfg = GRPOLoopConfig(max_steps=steps, prompts_per_step=2, num_generations=G, learning_rate=3e-4,
+    cfg = GRPOScratchConfig(max_steps=steps, prompts_per_step=2, num_generations=G, learning_rate=3e-4,
                      max_completion_length=4, eval_every=0, seed=0, beta=beta, log_completions_every=1,
                      output_dir=str(tmp_path))
-    return GRPOLoop(model, tok, rewards + [distinct_in_group(G)], TRAIN, cfg, reward_weights=[1.0, 0.0, 0.0])
+    return GRPOScratchTrainer(model, tok, rewards + [distinct_in_group(G)], TRAIN, cfg, reward_weights=[1.0, 0.0, 0.0])
 
 
 def test_hack_run_logs_one_row_per_step_with_its_monitors(tmp_path):

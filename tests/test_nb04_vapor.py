@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from sdpo_kit import make_task
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 from sdpo_kit.course import profile_table
 from sdpo_kit.lab.model import build_tokenizer
-from sdpo_kit.lab.tasks import make_task
 from sdpo_kit.losses import group_advantages, vapor_loss
-from sdpo_kit.vapor.config import VAPORLoopConfig
+from sdpo_kit.vapor.config import VAPORScratchConfig
 from sdpo_kit.vapor.loop import vapor_objective
 from sdpo_kit.vapor.parts import preference_batch
 from sdpo_kit.vapor.spans import find_span_token_indices, token_char_offsets
@@ -90,7 +90,7 @@ def test_grpo_span_is_vapor_loss_with_log_p_zero():
     span = (torch.rand(8, 5, generator=g) < 0.6).double()
     A = group_advantages(torch.tensor([1.0, 0, 0, 1, 1, 1, 0, 1], dtype=torch.float64), 4, scale_rewards="none")
     log_P = torch.tensor([0.9, -1.5], dtype=torch.float64, requires_grad=True)
-    cfg = VAPORLoopConfig(vapor_variant="additive", preference_weight=0.0, epsilon=0.2)
+    cfg = VAPORScratchConfig(vapor_variant="additive", preference_weight=0.0, epsilon=0.2)
     got, _, _ = vapor_objective(logp, old, span, A, log_P, torch.ones(2, dtype=torch.float64), cfg, 4)
     want, _ = vapor_loss(logp, old, span, A, torch.zeros(2, dtype=torch.float64), num_generations=4, epsilon=0.2)
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
@@ -111,7 +111,7 @@ def test_reference_answers_agree_with_the_library(tok):
     span = torch.ones(8, 4, dtype=torch.float64)
     A = group_advantages(torch.tensor([1.0, 0, 1, 0, 0, 0, 1, 1], dtype=torch.float64), 4, scale_rewards="none")
     log_P, found = torch.tensor([0.3, -0.7], dtype=torch.float64), torch.tensor([1.0, 1.0], dtype=torch.float64)
-    cfg = VAPORLoopConfig(vapor_variant="additive", preference_weight=0.5, epsilon=0.2)
+    cfg = VAPORScratchConfig(vapor_variant="additive", preference_weight=0.5, epsilon=0.2)
     torch.testing.assert_close(ref.my_additive_loss(logp, old, span, A, log_P, found, 4, 0.5),
                                vapor_objective(logp, old, span, A, log_P, found, cfg, 4)[0])
     for text in ("<answer>12</answer>", "x <answer>7</answer><answer>8</answer>", "<answer></answer>", "12"):

@@ -1,7 +1,7 @@
 """Notebook 05 (SDPO)'s plumbing and the checks that moved out of it.
 
 The notebook keeps the checks of its math (the reprompt, the three losses by hand, the EMA rule, one SDPO
-step against ``SDPOLoop.objective``) and of its own runs. Here: its profile table agrees with the skill lab's
+step against ``SDPOScratchTrainer.objective``) and of its own runs. Here: its profile table agrees with the skill lab's
 config, the settings it leaves at their defaults are the config's, and the checks of the analyses that moved to
 ``docs/concepts/sdpo.md`` (sequence-level credit, the loss scale under AdamW, the head-start fit, the token win
 that ``teacher_quality`` reports).
@@ -22,7 +22,7 @@ from sdpo_kit.course.profiles.nb05 import PROFILES
 from sdpo_kit.lab.skill import TEMPLATES
 from sdpo_kit.losses import sdpo_loss, token_logprobs
 from sdpo_kit.registry import load_config
-from sdpo_kit.sdpo.config import SDPOLoopConfig
+from sdpo_kit.sdpo.config import SDPOScratchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB_YAML = ROOT / "configs" / "sdpo_lab.yaml"
@@ -51,7 +51,7 @@ def test_a_profile_per_model_with_every_setting_the_notebook_reads():
 
 def test_the_tiny_lab_profile_is_the_skill_labs_config():
     """At full size the tiny lab's profile runs configs/sdpo_lab.yaml: its task, the top of its dial, its trainer's
-    sizes and templates; and the SDPO settings the notebook leaves at SDPOLoopConfig's defaults (sampled-token
+    sizes and templates; and the SDPO settings the notebook leaves at SDPOScratchConfig's defaults (sampled-token
     loss, the EMA teacher at rate 0.05, successful siblings only, a constant learning rate) are the config's."""
     cfg = load_config(LAB_YAML)
     P, tr = sizes(PROFILES[TINY_LAB], smoke=False), cfg.trainer
@@ -61,7 +61,7 @@ def test_the_tiny_lab_profile_is_the_skill_labs_config():
         tr.max_completion_length, tr.temperature, tr.prompts_per_step, tr.num_generations, tr.learning_rate,
         tr.max_steps)
     assert {k: getattr(tr, k) for k in TEMPLATES["compact"]} == TEMPLATES[P["templates"]]
-    default = SDPOLoopConfig()
+    default = SDPOScratchConfig()
     for key in ("distillation_mode", "distillation_alpha", "distillation_weight", "teacher_model_kind",
                 "teacher_update_rate", "success_reward_threshold", "include_environment_feedback",
                 "lr_scheduler_type", "max_reprompt_len", "distillation_is_clip"):
@@ -154,10 +154,10 @@ def test_teacher_qualitys_token_win_is_the_naive_count(tmp_path, monkeypatch):
     student does; counted here position by position, it agrees to within one token (the library compares
     probabilities, this log-probabilities)."""
     monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path))
+    from sdpo_kit import make_task
     from sdpo_kit.core.sampling import generate_completions
     from sdpo_kit.lab.model import LabConfig, warm_start
-    from sdpo_kit.lab.tasks import make_task
-    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.sdpo.quality import teacher_quality
     from sdpo_kit.text.reprompt import reprompt
 
     cfg = LabConfig(task="long_addition", digits=2, terms=2, n_eval=40, sft_steps=300, copy_fraction=0.0,

@@ -15,11 +15,11 @@ import torch
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 from sdpo_kit.course import profile_table
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy
 from sdpo_kit.registry import load_config
 from sdpo_kit.rewards import feedback_reward
 from sdpo_kit.sdpo.at_test_time import METHODS, discovery_curves, success_rates
+from sdpo_kit.tasks import ArithmeticTask
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "06_test_time_self_distillation.ipynb"

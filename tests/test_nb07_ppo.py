@@ -25,9 +25,9 @@ from test_resume import char_reward
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB, pick_profile
 from sdpo_kit.course.profiles.nb07 import PROFILES
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
-from sdpo_kit.ppo.config import TeacherStudentPPOConfig
-from sdpo_kit.ppo.trainer import TeacherStudentPPOTrainer
+from sdpo_kit.ppo.config import PPOScratchConfig
+from sdpo_kit.ppo.trainer import PPOScratchTrainer
+from sdpo_kit.tasks import ArithmeticTask
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_teacher_student_ppo.ipynb"
 READ = {"task", "max_new_tokens", "teacher", "teacher_demo", "reward_model", "batch_size", "mini_batch_size",
@@ -56,7 +56,7 @@ def test_every_profile_holds_what_the_notebook_reads(model, cuda):
     smoke = pick_profile(PROFILES, model, smoke=True, cuda=cuda, verbose=False)
     for P in (full, smoke):
         assert READ <= set(P), f"{model}: missing {sorted(READ - set(P))}"
-        TeacherStudentPPOConfig(batch_size=P["batch_size"], mini_batch_size=P["mini_batch_size"],
+        PPOScratchConfig(batch_size=P["batch_size"], mini_batch_size=P["mini_batch_size"],
                                 ppo_epochs=P["ppo_epochs"], learning_rate=P["lr"], max_steps=P["steps"],
                                 kd_temperature=P["kd_temperature"])   # raises on a batch the trainer cannot split
         assert P["batch_size"] >= 1 and len(P["seeds"]) >= 1 and P["eval_every"] >= 1 and P["rm_eval_every"] >= 1
@@ -103,9 +103,9 @@ def test_every_variant_starts_from_the_same_student_and_distils_only_where_asked
     acc_start = accuracy(student)
     for name, kw in variants.items():
         restore(student, start)
-        cfg = TeacherStudentPPOConfig(**{**dict(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=2,
+        cfg = PPOScratchConfig(**{**dict(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=2,
                                                 learning_rate=1e-3, max_completion_length=3, eval_every=1, seed=0), **kw})
-        history = TeacherStudentPPOTrainer(student, tok, [char_reward], rows, cfg,
+        history = PPOScratchTrainer(student, tok, [char_reward], rows, cfg,
                                            teacher=teacher if cfg.kd_coef > 0 else None, eval_fn=accuracy).train()
         evals = [(h["step"], h["eval/accuracy"]) for h in history if "eval/accuracy" in h]
         assert evals[0] == (0, acc_start), f"{name}: every run starts from the same student"
@@ -132,7 +132,7 @@ def test_encode_prompts_puts_the_batch_on_the_model_device(lab):
 def test_the_temperature_explorer_returns_the_default_drawing(monkeypatch):
     """Headless, ``explore(draw, T=(lo, hi, step, default))`` returns ``draw(T=default)``: the notebook's check
     cell reads the soft targets at the profile's temperature from it."""
-    from sdpo_kit.core import explore as explore_module
+    from sdpo_kit.viz import explorers as explore_module
 
     monkeypatch.setattr(explore_module, "in_notebook", lambda: False)
     calls = []

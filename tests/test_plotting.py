@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import pytest
 from transformers import TrainerControl, TrainerState
 
-from sdpo_kit.core import plotting
-from sdpo_kit.core.plotting import (
+from sdpo_kit.viz import plots as plotting
+from sdpo_kit.viz.plots import (
     DEFAULT_PANELS,
     LivePlot,
     LivePlotCallback,
@@ -310,8 +310,8 @@ def test_callback_on_a_real_trl_grpo_trainer(tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 
     from sdpo_kit.lab.model import build_model, build_tokenizer
-    from sdpo_kit.lab.tasks import ArithmeticTask
     from sdpo_kit.rewards import exact_match_reward
+    from sdpo_kit.tasks import ArithmeticTask
 
     torch.manual_seed(0)
     tok = build_tokenizer()
@@ -339,22 +339,22 @@ def test_callback_on_a_real_trl_grpo_trainer(tmp_path):
 
 
 def test_liveplot_as_a_scratch_grpo_loop_callback(tmp_path):
-    """``GRPOLoop(callbacks=[plot])`` feeds the plot every row the loop logs, in order."""
+    """``GRPOScratchTrainer(callbacks=[plot])`` feeds the plot every row the loop logs, in order."""
     import torch
 
-    from sdpo_kit.grpo.config import GRPOLoopConfig
-    from sdpo_kit.grpo.loop import GRPOLoop
+    from sdpo_kit.grpo.config import GRPOScratchConfig
+    from sdpo_kit.grpo.loop import GRPOScratchTrainer
     from sdpo_kit.lab.model import build_model, build_tokenizer
-    from sdpo_kit.lab.tasks import ArithmeticTask
     from sdpo_kit.rewards import exact_match_reward
+    from sdpo_kit.tasks import ArithmeticTask
 
     torch.manual_seed(0)
     tok = build_tokenizer()
     model = build_model(tok)
     train, _ = ArithmeticTask(n_eval=4).splits()
     plot = LivePlot(png_path=tmp_path / "loop.png")
-    cfg = GRPOLoopConfig(max_steps=2, prompts_per_step=2, num_generations=2, max_completion_length=3)
-    loop = GRPOLoop(model, tok, [exact_match_reward()], train, cfg, eval_fn=lambda m: 0.25,
+    cfg = GRPOScratchConfig(max_steps=2, prompts_per_step=2, num_generations=2, max_completion_length=3)
+    loop = GRPOScratchTrainer(model, tok, [exact_match_reward()], train, cfg, eval_fn=lambda m: 0.25,
                     callbacks=[plot])
     history = loop.train()
     assert plot.history == history and [r["step"] for r in history] == [0, 1, 2]
@@ -371,7 +371,7 @@ def test_callback_replaying_a_trl_runs_log_history_gives_its_metrics_rows(tmp_pa
     from sdpo_kit.core.metrics import read_jsonl
     from sdpo_kit.grpo.trl import build_trl_grpo_trainer
     from sdpo_kit.lab.model import build_model, build_tokenizer
-    from sdpo_kit.lab.tasks import ArithmeticTask
+    from sdpo_kit.tasks import ArithmeticTask
 
     def char_reward(prompts, completions, **kwargs):   # varied, so the series is not all zeros
         return [sum(map(ord, c[0]["content"])) % 7 / 7 for c in completions]

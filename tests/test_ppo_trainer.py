@@ -1,4 +1,4 @@
-"""TeacherStudentPPOTrainer on the tiny lab: config checks, one step's bookkeeping (KL control,
+"""PPOScratchTrainer on the tiny lab: config checks, one step's bookkeeping (KL control,
 frozen reference, early stopping, metrics), distillation towards the teacher, LoRA, and resume."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from test_resume import assert_same_rows, char_reward
 
 from sdpo_kit.core.sampling import completion_logits, sample
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.losses import token_logprobs
 from sdpo_kit.models import add_peft_lora, lora_kwargs
-from sdpo_kit.ppo.config import TeacherStudentPPOConfig
-from sdpo_kit.ppo.trainer import TeacherStudentPPOTrainer
+from sdpo_kit.ppo.config import PPOScratchConfig
+from sdpo_kit.ppo.trainer import PPOScratchTrainer
+from sdpo_kit.tasks import ArithmeticTask
 
 
 @pytest.fixture(scope="module")
@@ -35,23 +35,23 @@ def make(lab, tmp_path=None, student_seed=0, lora=False, **kw):
     cfg = dict(batch_size=8, mini_batch_size=4, ppo_epochs=2, max_steps=3, learning_rate=1e-3, max_completion_length=3,
                eval_every=0, kd_coef=0.5, seed=0, output_dir=str(tmp_path) if tmp_path else None)
     cfg.update(kw)
-    return TeacherStudentPPOTrainer(student, tok, [char_reward], rows, TeacherStudentPPOConfig(**cfg), teacher=teacher)
+    return PPOScratchTrainer(student, tok, [char_reward], rows, PPOScratchConfig(**cfg), teacher=teacher)
 
 
 def test_config_errors_say_what_would_work():
     with pytest.raises(ValueError, match=r"nearest valid batch_size: \[8, 12\].*\[1, 2, 5, 10\]"):
-        TeacherStudentPPOConfig(batch_size=10, mini_batch_size=4)
+        PPOScratchConfig(batch_size=10, mini_batch_size=4)
     with pytest.raises(ValueError, match="needs a teacher_model"):
-        TeacherStudentPPOConfig(teacher_model=None)
+        PPOScratchConfig(teacher_model=None)
     with pytest.raises(ValueError, match="nothing to train"):
-        TeacherStudentPPOConfig(kd_coef=0.0, ppo_coef=0.0)
+        PPOScratchConfig(kd_coef=0.0, ppo_coef=0.0)
     with pytest.raises(ValueError, match="scheduler_name"):
-        TeacherStudentPPOConfig(scheduler_name="step")
+        PPOScratchConfig(scheduler_name="step")
     with pytest.raises(ValueError, match="kl_penalty"):
-        TeacherStudentPPOConfig(kl_penalty="k3")
-    assert TeacherStudentPPOConfig(batch_size=12, mini_batch_size=3).prompts_per_step == 12
+        PPOScratchConfig(kl_penalty="k3")
+    assert PPOScratchConfig(batch_size=12, mini_batch_size=3).prompts_per_step == 12
     with pytest.raises(ValueError, match="one response per prompt"):
-        TeacherStudentPPOConfig(batch_size=8, prompts_per_step=16)
+        PPOScratchConfig(batch_size=8, prompts_per_step=16)
 
 
 def test_a_step_logs_documented_metrics_and_updates_the_kl_coefficient(lab):
@@ -121,7 +121,7 @@ def test_a_teacher_prompt_puts_the_teacher_s_own_context_before_the_same_respons
     tok, task, (rows, _) = lab
     demo = [{"role": "user", "content": "1+1+1="}, {"role": "assistant", "content": "3"}]
     trainer = make(lab, batch_size=4, mini_batch_size=4)
-    prompted = TeacherStudentPPOTrainer(trainer.model, tok, [char_reward], rows, trainer.config, teacher=trainer.teacher,
+    prompted = PPOScratchTrainer(trainer.model, tok, [char_reward], rows, trainer.config, teacher=trainer.teacher,
                                         teacher_prompt=lambda p: demo + p)
     torch.manual_seed(0)
     batch = prompted.rollout(rows[:4])
@@ -148,16 +148,16 @@ def test_ppo_alone_needs_no_teacher_and_a_lora_student_trains_its_adapter(lab):
     tok, task, (rows, _) = lab
     student = add_peft_lora(build_model(tok, seed=0), lora_kwargs(4))
     frozen = {n: p.detach().clone() for n, p in student.named_parameters() if "lora_" not in n}
-    cfg = TeacherStudentPPOConfig(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=2, learning_rate=1e-2,
+    cfg = PPOScratchConfig(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=2, learning_rate=1e-2,
                                   max_completion_length=3, eval_every=0, kd_coef=0.0, teacher_model=None)
-    trainer = TeacherStudentPPOTrainer(student, tok, [char_reward], rows, cfg)
+    trainer = PPOScratchTrainer(student, tok, [char_reward], rows, cfg)
     assert trainer.ref_model is None, "a PEFT student's reference is itself without the adapter: no copy"
     rows_ = trainer.train()
     assert rows_[-1]["loss/kd"] == 0.0
     assert all(torch.equal(p, frozen[n]) for n, p in student.named_parameters() if n in frozen)
     with pytest.raises(ValueError, match="teacher"):
-        TeacherStudentPPOTrainer(build_model(tok, seed=0), tok, [char_reward], rows,
-                                 TeacherStudentPPOConfig(batch_size=8, mini_batch_size=4))
+        PPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows,
+                                 PPOScratchConfig(batch_size=8, mini_batch_size=4))
 
 
 def test_resume_repeats_the_uninterrupted_run(lab, tmp_path):
@@ -175,14 +175,14 @@ def test_completions_jsonl_and_the_dashboard_follow_the_run(lab, tmp_path):
     dashboard's history is the trainer's and its table the last step's completions."""
     import pandas as pd
 
-    from sdpo_kit.core.dashboard import Dashboard
+    from sdpo_kit.viz.dashboard import Dashboard
 
     tok, task, (rows, _) = lab
     dash = Dashboard(table_size=4)
-    cfg = TeacherStudentPPOConfig(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=4, learning_rate=1e-3,
+    cfg = PPOScratchConfig(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=4, learning_rate=1e-3,
                                   max_completion_length=3, eval_every=0, kd_coef=0.5, seed=0, output_dir=str(tmp_path),
                                   log_completions_every=2)
-    trainer = TeacherStudentPPOTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg,
+    trainer = PPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg,
                                        teacher=build_model(tok, seed=99), callbacks=[dash])
     history = dash.train(trainer)
     logged = pd.read_json(tmp_path / "completions.jsonl", lines=True, dtype=False)
@@ -206,11 +206,11 @@ def test_every_variant_samples_the_same_first_batch_and_distils_only_where_asked
                 "teacher_ppo": dict(kd_coef=0.5)}
     first = {}
     for name, kw in variants.items():
-        cfg = TeacherStudentPPOConfig(**{**dict(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=2,
+        cfg = PPOScratchConfig(**{**dict(batch_size=8, mini_batch_size=4, ppo_epochs=1, max_steps=2,
                                                 learning_rate=1e-3, max_completion_length=3, eval_every=0, seed=3,
                                                 output_dir=str(tmp_path / name), log_completions_every=1), **kw})
         teacher = build_model(tok, seed=99) if cfg.kd_coef > 0 else None
-        history = TeacherStudentPPOTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg,
+        history = PPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg,
                                            teacher=teacher).train()
         assert (max(h["loss/kd"] for h in history if "loss" in h) > 0) == (cfg.kd_coef > 0), name
         logged = pd.read_json(tmp_path / name / "completions.jsonl", lines=True, dtype=False)

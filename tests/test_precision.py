@@ -12,14 +12,14 @@ import torch
 from sdpo_kit import models
 from sdpo_kit.core import precision as prec
 from sdpo_kit.core.precision import MixedPrecision, choose_precision, upcast_trainable
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
-from sdpo_kit.ppo.config import TeacherStudentPPOConfig
-from sdpo_kit.ppo.trainer import TeacherStudentPPOTrainer
-from sdpo_kit.sdpo.config import SDPOLoopConfig
-from sdpo_kit.sdpo.loop import SDPOLoop
+from sdpo_kit.ppo.config import PPOScratchConfig
+from sdpo_kit.ppo.trainer import PPOScratchTrainer
+from sdpo_kit.sdpo.config import SDPOScratchConfig
+from sdpo_kit.sdpo.loop import SDPOScratchTrainer
+from sdpo_kit.tasks import ArithmeticTask
 
 
 @pytest.mark.parametrize("device, capability, requested, mode, scaler", [
@@ -126,10 +126,10 @@ def run_each(tok, rows) -> dict:
     small = dict(max_steps=2, prompts_per_step=3, num_generations=4, max_completion_length=4, learning_rate=1e-2,
                  eval_every=0)
     trainers = {
-        "grpo": GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, GRPOLoopConfig(**small, num_iterations=2)),
-        "sdpo": SDPOLoop(build_model(tok, seed=0), tok, [char_reward], rows,
-                         SDPOLoopConfig(**small, success_reward_threshold=0.5)),
-        "ppo": TeacherStudentPPOTrainer(build_model(tok, seed=0), tok, [char_reward], rows, TeacherStudentPPOConfig(
+        "grpo": GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, GRPOScratchConfig(**small, num_iterations=2)),
+        "sdpo": SDPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows,
+                         SDPOScratchConfig(**small, success_reward_threshold=0.5)),
+        "ppo": PPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, PPOScratchConfig(
             batch_size=4, mini_batch_size=2, ppo_epochs=1, max_steps=2, learning_rate=1e-3, max_completion_length=3,
             eval_every=0, kd_coef=0.5), teacher=build_model(tok, seed=99)),
     }

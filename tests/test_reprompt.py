@@ -16,7 +16,7 @@ from trl.experimental.sdpo.sdpo_trainer import SuccessfulRolloutTeacherContextBu
 
 from sdpo_kit.core.sampling import encode_prompts  # noqa: E402
 from sdpo_kit.lab.model import build_tokenizer  # noqa: E402
-from sdpo_kit.sdpo.config import SDPOLoopConfig  # noqa: E402
+from sdpo_kit.sdpo.config import SDPOScratchConfig  # noqa: E402
 from sdpo_kit.sdpo.teacher import teacher_prompt_batch  # noqa: E402
 from sdpo_kit.text.reprompt import (  # noqa: E402
     SOLUTION_TEMPLATE,
@@ -159,7 +159,7 @@ def test_a_long_teacher_prompt_keeps_the_question(chat):
     prompt = [{"role": "user", "content": question}] if chat else question
     solution = "7" * 300 + " so 579"
     completions = [[{"role": "assistant", "content": c}] for c in (solution, "9")] if chat else [solution, "9"]
-    cfg = SDPOLoopConfig(num_generations=2, prompts_per_step=1, max_reprompt_len=120)
+    cfg = SDPOScratchConfig(num_generations=2, prompts_per_step=1, max_reprompt_len=120)
     with pytest.warns(UserWarning, match="head of their demonstration"):  # row 1 learns from row 0's solution
         ids, mask, selection, truncated = cfg.teacher_batch(tok, [prompt] * 2, completions, [1.0, 0.0], None)
     kept = ids[1][mask[1].bool()].tolist()
@@ -179,7 +179,7 @@ def test_a_question_too_long_for_max_reprompt_len_is_cut_from_the_left():
     section and then its head (TRL's left cut); the result is still at most max_reprompt_len, and
     both rows count as cut (the one without a teacher keeps its original, too long, prompt)."""
     tok = build_tokenizer()
-    cfg = SDPOLoopConfig(num_generations=2, prompts_per_step=1, max_reprompt_len=40)
+    cfg = SDPOScratchConfig(num_generations=2, prompts_per_step=1, max_reprompt_len=40)
     prompts = ["1+" * 40 + "1=", "1+" * 40 + "1="]
     with pytest.warns(UserWarning, match="cut from the left"):
         ids, mask, selection, truncated = cfg.teacher_batch(tok, prompts, ["80", "81"], [1.0, 0.0], None)

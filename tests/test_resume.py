@@ -12,13 +12,13 @@ import torch
 
 from sdpo_kit import cli
 from sdpo_kit.core.checkpoint import list_checkpoints
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import add_peft_lora, lora_kwargs
 from sdpo_kit.registry import load_config
 from sdpo_kit.rewards import exact_match_reward
+from sdpo_kit.tasks import ArithmeticTask
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 FP32 = {"rel": 1e-5, "abs": 1e-6}
@@ -56,10 +56,10 @@ def make_loop(tok, out, lora=False, **cfg):
     model = build_model(tok, seed=0)
     if lora:
         model = add_peft_lora(model, lora_kwargs(4))
-    config = GRPOLoopConfig(**{**dict(max_steps=6, prompts_per_step=3, num_generations=4, num_iterations=2, beta=0.05,
+    config = GRPOScratchConfig(**{**dict(max_steps=6, prompts_per_step=3, num_generations=4, num_iterations=2, beta=0.05,
                                   max_completion_length=3, learning_rate=3e-3, lr_scheduler_type="linear",
                                   eval_every=2, save_steps=2, seed=3, output_dir=str(out)), **cfg})
-    return GRPOLoop(model, tok, [exact_match_reward(), char_reward], rows, config,
+    return GRPOScratchTrainer(model, tok, [exact_match_reward(), char_reward], rows, config,
                     eval_fn=lambda m: task.evaluate(m, tok, heldout))
 
 
@@ -170,7 +170,7 @@ def test_trl_resume_refuses_another_max_steps_under_a_decaying_schedule(tmp_path
     (linear, cosine, constant_with_warmup with a fractional warmup); constant passes."""
     from types import SimpleNamespace
 
-    from trl import GRPOConfig as TRLGRPOConfig
+    from trl import GRPOConfig as GRPOTRLConfig
 
     from sdpo_kit.core.trl_base import MetricsCallback, check_resume_max_steps, train_trl
 
@@ -179,7 +179,7 @@ def test_trl_resume_refuses_another_max_steps_under_a_decaying_schedule(tmp_path
     (ckpt / "trainer_state.json").write_text(json.dumps({"max_steps": 8, "global_step": 4}))
 
     def args(**kw):
-        return TRLGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=12, **kw)
+        return GRPOTRLConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=12, **kw)
 
     trainer = SimpleNamespace(args=args(lr_scheduler_type="linear"), metrics_callback=MetricsCallback(num_iterations=2),
                               train=lambda **kw: pytest.fail("train() must not start"))

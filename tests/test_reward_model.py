@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import learned as rm
 from sdpo_kit.rewards import make_reward
+from sdpo_kit.tasks import ArithmeticTask
 
 SMALL = rm.RewardModelConfig(steps=20, init_from_warm_start=False, n_eval=16)
 

@@ -15,7 +15,6 @@ import torch
 
 from sdpo_kit.core.sampling import render_prompts
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask, completion_text
 from sdpo_kit.losses import group_advantages
 from sdpo_kit.rewards import (
     REWARD_TYPES,
@@ -29,6 +28,7 @@ from sdpo_kit.rewards import (
     reward_name,
     tag_format_reward,
 )
+from sdpo_kit.tasks import ArithmeticTask, completion_text
 
 ATOL = 1e-5
 

@@ -14,12 +14,12 @@ import torch
 
 from sdpo_kit.core.sampler_copy import SamplerCopy
 from sdpo_kit.core.sampling import completion_logprobs, encode_prompts, sample
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.grpo.loss import sampler_weights
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import exact_match_reward
+from sdpo_kit.tasks import ArithmeticTask
 from tests.test_sampling import PROMPTS, lora_lab
 
 
@@ -104,7 +104,7 @@ def test_sampler_weights_are_trls_four_modes(mode, bounds):
         sampler_weights(old, sampler, mask, "token")
 
 
-def loop(tok, cls=GRPOLoop, config=GRPOLoopConfig, **kw):
+def loop(tok, cls=GRPOScratchTrainer, config=GRPOScratchConfig, **kw):
     task = ArithmeticTask(n_eval=8)
     cfg = config(max_steps=2, prompts_per_step=2, num_generations=4, max_completion_length=3, learning_rate=1e-3,
                  seed=0, **kw)
@@ -122,15 +122,15 @@ def test_grpo_samples_from_the_bf16_copy_and_logs_its_weights(tok):
 
 
 def test_a_bad_sampling_dtype_and_loops_without_the_correction_are_refused(tok):
-    from sdpo_kit.sdpo.config import SDPOLoopConfig
-    from sdpo_kit.sdpo.loop import SDPOLoop
+    from sdpo_kit.sdpo.config import SDPOScratchConfig
+    from sdpo_kit.sdpo.loop import SDPOScratchTrainer
 
     with pytest.raises(ValueError, match="sampling_dtype must be one of"):
-        GRPOLoopConfig(sampling_dtype="float16")
+        GRPOScratchConfig(sampling_dtype="float16")
     with pytest.raises(ValueError, match="sampling_correction must be one of"):
-        GRPOLoopConfig(sampling_correction="token")
-    with pytest.raises(ValueError, match="SDPOLoop's loss has no correction"):
-        loop(tok, SDPOLoop, SDPOLoopConfig, sampling_dtype="bfloat16")
+        GRPOScratchConfig(sampling_correction="token")
+    with pytest.raises(ValueError, match="SDPOScratchTrainer's loss has no correction"):
+        loop(tok, SDPOScratchTrainer, SDPOScratchConfig, sampling_dtype="bfloat16")
 
 
 CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f{}\nprocessor\t: 1\n"
@@ -154,26 +154,26 @@ def test_auto_is_bf16_only_on_a_cpu_that_multiplies_bf16_and_for_a_loss_that_cor
 @pytest.mark.parametrize("flags", [["avx512_bf16"], []])
 def test_a_loop_set_to_auto_follows_the_cpu_and_says_what_it_chose(tok, flags, monkeypatch, capsys):
     from sdpo_kit.core import sampler_copy
-    from sdpo_kit.sdpo.config import SDPOLoopConfig
-    from sdpo_kit.sdpo.loop import SDPOLoop
+    from sdpo_kit.sdpo.config import SDPOScratchConfig
+    from sdpo_kit.sdpo.loop import SDPOScratchTrainer
 
     monkeypatch.setattr(sampler_copy, "cpu_bf16_flags", lambda cpuinfo=None: flags)
     trainer = loop(tok, sampling_dtype="auto")
     assert trainer.sampling_dtype == ("bfloat16" if flags else "float32")
     assert (trainer.sampler_copy is not None) == bool(flags)
     assert f"sampling_dtype: auto -> {trainer.sampling_dtype}" in capsys.readouterr().out
-    sdpo = loop(tok, SDPOLoop, SDPOLoopConfig, sampling_dtype="auto")   # no correction in its loss: the policy samples
+    sdpo = loop(tok, SDPOScratchTrainer, SDPOScratchConfig, sampling_dtype="auto")   # no correction in its loss: the policy samples
     assert sdpo.sampling_dtype == "float32" and sdpo.sampler_copy is None
 
 
 def test_the_trl_backend_takes_auto_as_the_policy_sampling_and_refuses_bf16():
-    from sdpo_kit.grpo.config import TRLGRPOConfig
+    from sdpo_kit.grpo.config import GRPOTRLConfig
     from sdpo_kit.grpo.trl import grpo_args
     from sdpo_kit.registry import load_config
 
-    assert TRLGRPOConfig(sampling_dtype="auto").sampling_dtype == "auto"
+    assert GRPOTRLConfig(sampling_dtype="auto").sampling_dtype == "auto"
     assert "sampling_dtype" not in grpo_args("cpu", sampling_dtype="auto")
-    for build in (lambda: TRLGRPOConfig(sampling_dtype="bfloat16"), lambda: grpo_args("cpu", sampling_dtype="bfloat16")):
+    for build in (lambda: GRPOTRLConfig(sampling_dtype="bfloat16"), lambda: grpo_args("cpu", sampling_dtype="bfloat16")):
         with pytest.raises(ValueError, match="trl backend samples with the policy"):
             build()
     path = Path(__file__).resolve().parents[1] / "configs" / "real_grpo.yaml"

@@ -83,15 +83,15 @@ def test_completion_mask_from_eos_takes_one_id_or_a_list():
 
 def test_top_k_reaches_both_backends(tok, tmp_path):
     """trainer.top_k / top_p (TRL's names, default 0 / 1.0: plain sampling) reach the scratch
-    sampler (top_k=1 makes every completion of a group the greedy one) and TRL's GRPOLoopConfig."""
-    from sdpo_kit.grpo.config import GRPOLoopConfig
-    from sdpo_kit.grpo.loop import GRPOLoop
+    sampler (top_k=1 makes every completion of a group the greedy one) and TRL's GRPOScratchConfig."""
+    from sdpo_kit.grpo.config import GRPOScratchConfig
+    from sdpo_kit.grpo.loop import GRPOScratchTrainer
     from sdpo_kit.grpo.trl import grpo_args
     from sdpo_kit.registry import config_from_dict
 
     rows = [{"prompt": p, "answer": "0"} for p in PROMPTS]
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [lambda prompts, completions, **kw: [0.0] * len(completions)], rows,
-                    GRPOLoopConfig(prompts_per_step=3, num_generations=4, max_completion_length=6, top_k=1))
+    loop = GRPOScratchTrainer(build_model(tok, seed=0), tok, [lambda prompts, completions, **kw: [0.0] * len(completions)], rows,
+                    GRPOScratchConfig(prompts_per_step=3, num_generations=4, max_completion_length=6, top_k=1))
     ro, _, _ = loop.rollout(rows)
     groups = [ro.texts[i:i + 4] for i in range(0, 12, 4)]
     assert all(len(set(g)) == 1 for g in groups)
@@ -225,7 +225,7 @@ def test_lora_that_cannot_be_folded_exactly_is_left_alone(tok, change):
 def test_draw_is_torch_multinomial_token_for_token_and_leaves_the_generator_where_it_does(shape):
     """``draw`` against ``torch.multinomial(probs, 1)`` from the same seed: the same tokens, rows with zeros
     (top-k) included, and the global generator left in the same state (the next random number equal)."""
-    from sdpo_kit.core.sampling import draw
+    from sdpo_kit.core.decoding import draw
 
     for seed in range(3):
         logits = torch.randn(shape, generator=torch.Generator().manual_seed(seed)) * 3
@@ -240,7 +240,7 @@ def test_draw_is_torch_multinomial_token_for_token_and_leaves_the_generator_wher
 
 
 def test_draw_refuses_what_torch_multinomial_refuses():
-    from sdpo_kit.core.sampling import draw
+    from sdpo_kit.core.decoding import draw
 
     for bad in (torch.tensor([[0.5, float("nan")]]), torch.tensor([[0.5, -0.1]]), torch.tensor([[0.0, 0.0]]),
                 torch.tensor([[float("inf"), 1.0]])):

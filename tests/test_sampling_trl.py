@@ -10,8 +10,8 @@ it unset) and ``min_p`` (TRL passes None) came from the model's config.
 from __future__ import annotations
 
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy
+from sdpo_kit.tasks import ArithmeticTask
 
 ROWS, _ = ArithmeticTask(n_eval=40).splits()
 QUIRKS = {"repetition_penalty": 1.3, "top_k": 3, "no_repeat_ngram_size": 1, "min_p": 0.3}

@@ -11,7 +11,7 @@ import torch
 from test_losses_sdpo import batch as losses_batch
 
 from sdpo_kit.core.logprobs import masked_mean, token_logprobs
-from sdpo_kit.sdpo.config import SDPOLoopConfig
+from sdpo_kit.sdpo.config import SDPOScratchConfig
 from sdpo_kit.sdpo.loss import sdpo_loss, sdpo_per_token_loss
 
 F64 = {"rtol": 1e-10, "atol": 1e-12}
@@ -105,8 +105,8 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="needs the mask"):
         sdpo_per_token_loss(student, teacher, ids, mode="sequence")
     with pytest.raises(ValueError, match="distillation_alpha=1.0"):
-        SDPOLoopConfig(distillation_mode="sequence", distillation_alpha=0.5)
+        SDPOScratchConfig(distillation_mode="sequence", distillation_alpha=0.5)
     for scale in (0.0, -1.0):
         with pytest.raises(ValueError, match="distillation_loss_scale must be > 0"):
-            SDPOLoopConfig(distillation_loss_scale=scale)
-    assert SDPOLoopConfig(distillation_mode="sequence", distillation_loss_scale=0.25).distillation_loss_scale == 0.25
+            SDPOScratchConfig(distillation_loss_scale=scale)
+    assert SDPOScratchConfig(distillation_mode="sequence", distillation_loss_scale=0.25).distillation_loss_scale == 0.25

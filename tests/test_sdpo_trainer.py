@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import feedback_reward
-from sdpo_kit.sdpo.config import SDPOLoopConfig
-from sdpo_kit.sdpo.loop import SDPOLoop
+from sdpo_kit.sdpo.config import SDPOScratchConfig
+from sdpo_kit.sdpo.loop import SDPOScratchTrainer
 from sdpo_kit.sdpo.teacher import teacher_prompt_batch
+from sdpo_kit.tasks import ArithmeticTask
 
 SDPO_KEYS = {"sdpo/distill_loss", "sdpo/teacher_coverage", "sdpo/success_rate", "sdpo/feedback_frac",
              "sdpo/reprompt_truncated", "sdpo/teacher_student_kl", "sdpo/update_norm", "loss", "reward/mean"}
@@ -36,7 +36,7 @@ def make_loop(tok, out=None, rewards=(char_reward,), **cfg):
     rows, heldout = task.splits()
     kw = dict(max_steps=3, prompts_per_step=3, num_generations=4, max_completion_length=4, learning_rate=1e-2,
               success_reward_threshold=0.5, output_dir=str(out) if out else None)
-    return SDPOLoop(build_model(tok, seed=0), tok, list(rewards), rows, SDPOLoopConfig(**{**kw, **cfg}),
+    return SDPOScratchTrainer(build_model(tok, seed=0), tok, list(rewards), rows, SDPOScratchConfig(**{**kw, **cfg}),
                     eval_fn=lambda m: task.evaluate(m, tok, heldout))
 
 
@@ -167,7 +167,7 @@ def test_shipped_configs_run(name, tmp_path):
 
     path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
     cfg = load_config(path)
-    assert cfg.algorithm == "sdpo" and type(cfg.trainer) is SDPOLoopConfig
+    assert cfg.algorithm == "sdpo" and type(cfg.trainer) is SDPOScratchConfig
     assert cfg.trainer.include_environment_feedback == (name == "sdpo_feedback")
     assert cli.main(["train", str(path), "--max-steps", "2", "--output-dir", str(tmp_path), "--set", "task.n_eval=16",
                      "--set", "trainer.prompts_per_step=2"]) == 0
@@ -189,16 +189,16 @@ def test_without_feedback_a_step_with_no_success_has_no_teacher(tok):
 def test_grpo_and_sdpo_from_one_start_and_seed_sample_the_same_first_batch(tok):
     """Notebook 05 compares GRPO and SDPO from one warm start with one seed: both evaluate the same start
     (step 0) and sample the same first batch (the same rewards), so they differ only from the first update on."""
-    from sdpo_kit.grpo.config import GRPOLoopConfig
-    from sdpo_kit.grpo.loop import GRPOLoop
+    from sdpo_kit.grpo.config import GRPOScratchConfig
+    from sdpo_kit.grpo.loop import GRPOScratchTrainer
 
     task = ArithmeticTask(n_eval=16)
     rows, heldout = task.splits()
     kw = dict(max_steps=1, prompts_per_step=3, num_generations=4, max_completion_length=4, learning_rate=1e-3,
               eval_every=1, seed=3)
     eval_fn = lambda m: task.evaluate(m, tok, heldout)   # noqa: E731
-    grpo = GRPOLoop(build_model(tok, seed=0), tok, [feedback_reward()], rows, GRPOLoopConfig(**kw), eval_fn=eval_fn).train()
-    sdpo = SDPOLoop(build_model(tok, seed=0), tok, [feedback_reward()], rows, SDPOLoopConfig(**kw),
+    grpo = GRPOScratchTrainer(build_model(tok, seed=0), tok, [feedback_reward()], rows, GRPOScratchConfig(**kw), eval_fn=eval_fn).train()
+    sdpo = SDPOScratchTrainer(build_model(tok, seed=0), tok, [feedback_reward()], rows, SDPOScratchConfig(**kw),
                     eval_fn=eval_fn).train()
     first = [next(r for r in h if r.get("step") == 0 and "eval/accuracy" in r) for h in (grpo, sdpo)]
     step1 = [next(r for r in h if r.get("step") == 1 and "loss" in r) for h in (grpo, sdpo)]

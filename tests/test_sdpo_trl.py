@@ -1,4 +1,4 @@
-"""Our SDPOTrainer(GRPOTrainer) against TRL's own trl.experimental.sdpo.SDPOTrainer: on the same
+"""Our SDPOTRLTrainer(GRPOTrainer) against TRL's own trl.experimental.sdpo.SDPOTrainer: on the same
 batch (one TRL built, teacher prompts included) with the same teacher weights, the same loss and
 gradients, for each distillation mode and a blended weight."""
 
@@ -12,12 +12,12 @@ from datasets import Dataset
 from transformers import LlamaForCausalLM
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-from trl.experimental.sdpo import SDPOConfig as TRLSDPOArgs  # noqa: E402
-from trl.experimental.sdpo import SDPOTrainer as TRLSDPOTrainer  # noqa: E402
+from trl.experimental.sdpo import SDPOConfig as TRLOwnSDPOConfig  # noqa: E402
+from trl.experimental.sdpo import SDPOTrainer as TRLOwnSDPOTrainer  # noqa: E402
 
 from sdpo_kit.lab.model import build_model, build_tokenizer  # noqa: E402
-from sdpo_kit.lab.tasks import ArithmeticTask  # noqa: E402
 from sdpo_kit.sdpo.trl import build_trl_sdpo_trainer  # noqa: E402
+from sdpo_kit.tasks import ArithmeticTask  # noqa: E402
 
 G = 4
 
@@ -46,9 +46,9 @@ def test_our_sdpo_trainer_equals_trls(lab, tmp_path, sdpo):
     common = dict(num_generations=G, max_completion_length=4, learning_rate=1e-3, success_reward_threshold=0.5,
                   teacher_model_kind="base", **sdpo)
     trl_model = LlamaForCausalLM.from_pretrained(path)
-    trl_trainer = TRLSDPOTrainer(
+    trl_trainer = TRLOwnSDPOTrainer(
         model=trl_model, reward_funcs=[char_reward], train_dataset=Dataset.from_list(rows), processing_class=tok,
-        args=TRLSDPOArgs(output_dir=str(tmp_path / "trl"), use_cpu=True, bf16=False, report_to="none",
+        args=TRLOwnSDPOConfig(output_dir=str(tmp_path / "trl"), use_cpu=True, bf16=False, report_to="none",
                          per_device_train_batch_size=2 * G, max_steps=1, logging_strategy="no", save_strategy="no",
                          **common))
     ours_model = LlamaForCausalLM.from_pretrained(path)
@@ -92,20 +92,20 @@ def test_our_teacher_prompts_equal_trls_on_a_batch(lab, tmp_path):
 @pytest.mark.parametrize("sdpo", [{}, {"distillation_mode": "full_logits", "distillation_weight": 0.5},
                                   {"distillation_mode": "sequence", "distillation_loss_scale": 0.5}])
 def test_scratch_backend_equals_the_trl_subclass_on_one_batch(lab, tmp_path, sdpo):
-    """SDPOLoop.objective and SDPOTrainer.compute_loss on one rollout (the scratch loop's), the
+    """SDPOScratchTrainer.objective and SDPOTRLTrainer.compute_loss on one rollout (the scratch loop's), the
     same teacher prompts and teacher weights: the same loss and gradients (our ``sequence`` mode
     and ``distillation_loss_scale`` included, which TRL's own trainer lacks)."""
     from sdpo_kit.losses import group_advantages
-    from sdpo_kit.sdpo.config import SDPOLoopConfig
-    from sdpo_kit.sdpo.loop import SDPOLoop
+    from sdpo_kit.sdpo.config import SDPOScratchConfig
+    from sdpo_kit.sdpo.loop import SDPOScratchTrainer
     from sdpo_kit.sdpo.teacher import teacher_prompt_batch
 
     path, tok = lab
     rows = [dict(r) for r in ArithmeticTask(n_eval=10).splits()[0][:2]]
     knobs = dict(num_generations=G, max_completion_length=4, success_reward_threshold=0.5,
                  teacher_model_kind="base", **sdpo)
-    scratch = SDPOLoop(LlamaForCausalLM.from_pretrained(path), tok, [char_reward], rows,
-                       SDPOLoopConfig(prompts_per_step=2, **knobs))
+    scratch = SDPOScratchTrainer(LlamaForCausalLM.from_pretrained(path), tok, [char_reward], rows,
+                       SDPOScratchConfig(prompts_per_step=2, **knobs))
     trl = build_trl_sdpo_trainer(LlamaForCausalLM.from_pretrained(path), tok, [char_reward], rows, preset="cpu",
                                  output_dir=tmp_path, verbose=False, max_steps=1, prompts_per_step=2, **knobs)
     trl.model.train()

@@ -1,4 +1,4 @@
-"""A checklist of what our SDPOTrainer(GRPOTrainer) must get right, with the tiny lab in place of Qwen: each item on a few steps of the real TRL trainer (a 10-step run included), not a
+"""A checklist of what our SDPOTRLTrainer(GRPOTrainer) must get right, with the tiny lab in place of Qwen: each item on a few steps of the real TRL trainer (a 10-step run included), not a
 full training run to convergence (benchmarks/bench_sdpo.py does those). Every test name carries
 "trl": `make test-trl115` runs them on trl 1.15 too."""
 
@@ -8,9 +8,9 @@ import test_sdpo_trl
 import torch
 from transformers import LlamaForCausalLM
 
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.rewards import exact_match_reward, feedback_reward
 from sdpo_kit.sdpo.trl import build_trl_sdpo_trainer
+from sdpo_kit.tasks import ArithmeticTask
 
 G = 4
 char_reward = test_sdpo_trl.char_reward

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from sdpo_kit.lab.feedback import digit_feedback, direction_feedback, place_name
+from sdpo_kit import make_task
 from sdpo_kit.lab.model import LabConfig, cycles, interleave, sft, warm_start
 from sdpo_kit.lab.skill import KINDS, TEMPLATES, context_rows, near_miss
-from sdpo_kit.lab.tasks import make_task
+from sdpo_kit.tasks.feedback import digit_feedback, direction_feedback, place_name
 from sdpo_kit.text.reprompt import reprompt
 
 
@@ -217,7 +217,7 @@ def test_compact_context_rows_use_the_labs_one_line_templates():
 
 def test_teacher_quality_reports_every_measure(tmp_path, monkeypatch):
     monkeypatch.setenv("SDPO_KIT_CACHE", str(tmp_path))
-    from sdpo_kit.sdpo.teacher_quality import teacher_quality
+    from sdpo_kit.sdpo.quality import teacher_quality
 
     cfg = LabConfig(task="long_addition", digits=4, terms=2, n_eval=20, sft_steps=5, copy_fraction=0.0,
                     max_position_embeddings=256, hidden_size=16, intermediate_size=32, sft_batch_size=4,

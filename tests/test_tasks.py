@@ -1,4 +1,4 @@
-"""Tests for sdpo_kit.lab.tasks: the Task protocol, one correctness rule for reward and evaluation,
+"""Tests for sdpo_kit.tasks: the Task protocol, one correctness rule for reward and evaluation,
 signature-declared reward columns, and the task registry."""
 
 from __future__ import annotations
@@ -7,13 +7,15 @@ import functools
 
 import pytest
 
+from sdpo_kit import make_task
 from sdpo_kit.core import sampling as generation
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import TASKS, ArithmeticTask, Task, answers_match, is_correct, make_task, normalise_answer
-from sdpo_kit.lab.word_problems import WordProblemTask
 from sdpo_kit.rewards import check_columns, checked, exact_match_reward, required_columns
+from sdpo_kit.tasks import TASKS, ArithmeticTask, Task, is_correct
+from sdpo_kit.tasks.word_problems import WordProblemTask
+from sdpo_kit.text.answers import answers_match, normalise_answer
 
 # (completion, answer, plain correct?, tagged correct?)
 CORRECTNESS = [
@@ -96,18 +98,19 @@ def test_reward_columns_come_from_the_signature():
 
 
 def test_a_signature_declared_column_is_checked_before_training():
-    """GRPOLoop refuses rows without the column a reward's signature asks for, up front."""
+    """GRPOScratchTrainer refuses rows without the column a reward's signature asks for, up front."""
     tok = build_tokenizer()
     model = build_model(tok, seed=0)
     rows = [{"prompt": "1+1=", "answer": "2"}]
     with pytest.raises(ValueError, match="'target'"):
-        GRPOLoop(model, tok, [target_reward], rows, GRPOLoopConfig(max_steps=1, prompts_per_step=1))
+        GRPOScratchTrainer(model, tok, [target_reward], rows, GRPOScratchConfig(max_steps=1, prompts_per_step=1))
 
 
 def test_vapor_task_rows_have_a_seeded_preference_pair():
     """vapor_arithmetic: tagged rows with chosen (right answer, well formed) and rejected (the same
     form, a near miss off by 1 or 2), the same in every run; the reward prefers chosen."""
-    from sdpo_kit.lab.tasks import VaporArithmeticTask, check_preference_rows
+    from sdpo_kit.tasks.arithmetic import VaporArithmeticTask
+    from sdpo_kit.tasks.base import check_preference_rows
 
     task = make_task("vapor_arithmetic", n_eval=20)
     assert isinstance(task, VaporArithmeticTask) and task.tagged and isinstance(task, Task)
@@ -127,7 +130,7 @@ def test_vapor_task_rows_have_a_seeded_preference_pair():
     ({"prompt": "q", "chosen": "", "rejected": "x"}, "row 1: column 'chosen'"),
 ])
 def test_bad_preference_rows_name_the_row_and_column(row, message):
-    from sdpo_kit.lab.tasks import check_preference_rows
+    from sdpo_kit.tasks.base import check_preference_rows
 
     good = {"prompt": "q", "chosen": "<answer>1</answer>", "rejected": "<answer>2</answer>"}
     with pytest.raises(ValueError, match=message):

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from sdpo_kit.core.sampling import generate_completions
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import exact_match_reward, feedback_reward
 from sdpo_kit.sdpo import multi_turn as mt
+from sdpo_kit.tasks import ArithmeticTask
 
 
 @pytest.fixture(scope="module")

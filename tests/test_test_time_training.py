@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from sdpo_kit.core.sampling import Rollout, completion_logprobs, encode_prompts, sample
-from sdpo_kit.lab.tasks import ArithmeticTask, is_correct
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import exact_match_reward, feedback_reward
 from sdpo_kit.sdpo import at_test_time as tts
+from sdpo_kit.tasks import ArithmeticTask, is_correct
 from sdpo_kit.text.reprompt import reprompt
 
 # the copy warm start's own form (configs/sdpo_feedback.yaml): the teacher reads "Correct answer: N" and copies it

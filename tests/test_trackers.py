@@ -10,11 +10,11 @@ import time
 import pytest
 
 from sdpo_kit.core.trackers import Trackers, check_report_to, scalars
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
+from sdpo_kit.tasks import ArithmeticTask
 
 STEPS = 3
 FP32 = {"rel": 1e-5, "abs": 1e-6}
@@ -31,9 +31,9 @@ def tok():
 
 def run(tok, out, report_to):
     rows = ArithmeticTask(n_eval=8, seed=0).splits()[0]
-    cfg = GRPOLoopConfig(max_steps=STEPS, prompts_per_step=2, num_generations=4, max_completion_length=3,
+    cfg = GRPOScratchConfig(max_steps=STEPS, prompts_per_step=2, num_generations=4, max_completion_length=3,
                      output_dir=str(out), report_to=report_to, log_completions_every=0)
-    return [r for r in GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, cfg).train() if "loss" in r]
+    return [r for r in GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, cfg).train() if "loss" in r]
 
 
 def event_scalars(folder) -> dict[str, list[tuple[int, float]]]:
@@ -51,7 +51,7 @@ def test_report_to_names():
     with pytest.raises(ValueError, match="report_to"):
         check_report_to("mlflow")
     with pytest.raises(ValueError, match="report_to"):
-        GRPOLoopConfig(report_to="tensorbord")
+        GRPOScratchConfig(report_to="tensorbord")
     assert scalars({"step": 2, "loss": 0.5, "eval/accuracy": None, "x": float("nan"), "flag": True}) == {"loss": 0.5}
 
 
@@ -130,9 +130,9 @@ BEFORE = [(-0.1374938189983368, 0.4464285671710968, 0.0851229801774025),
 
 def unchanged_run(tok, callbacks=(), **cfg):
     rows = ArithmeticTask(n_eval=8, seed=0).splits()[0]
-    config = GRPOLoopConfig(**{**dict(max_steps=4, prompts_per_step=2, num_generations=4, max_completion_length=3,
+    config = GRPOScratchConfig(**{**dict(max_steps=4, prompts_per_step=2, num_generations=4, max_completion_length=3,
                                   num_iterations=2, beta=0.05, learning_rate=3e-3, seed=1), **cfg})
-    loop = GRPOLoop(build_model(tok, seed=0), tok, [char_reward], rows, config, callbacks=callbacks)
+    loop = GRPOScratchTrainer(build_model(tok, seed=0), tok, [char_reward], rows, config, callbacks=callbacks)
     return [(r["loss"], r["reward/mean"], r["loss/kl"]) for r in loop.train()]
 
 

@@ -10,9 +10,9 @@ import torch
 from test_metrics import GRPO_ROW_KEYS
 
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer, grpo_args
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import RewardError, exact_match_reward
+from sdpo_kit.tasks import ArithmeticTask
 
 TASK = ArithmeticTask(n_eval=40)
 TRAIN, HELDOUT = TASK.splits()

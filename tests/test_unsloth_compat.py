@@ -1,4 +1,4 @@
-"""Unsloth's fast path: SDPOTrainer / VAPORTrainer must derive from the
+"""Unsloth's fast path: SDPOTRLTrainer / VAPORTRLTrainer must derive from the
 GRPOTrainer Unsloth patches. Needs a CUDA GPU and unsloth installed: skipped otherwise (CI has
 neither; see docs/concepts/sdpo.md). Each test runs in a fresh interpreter, since the import
 order is the point."""
@@ -23,9 +23,9 @@ def run(code: str) -> str:
 def test_import_order_correct_gives_the_patched_class():
     """unsloth first, then our trainers: their base class is Unsloth's GRPOTrainer."""
     out = run("import unsloth, trl\n"
-              "from sdpo_kit.sdpo.trl import SDPOTrainer\n"
-              "from sdpo_kit.vapor.trl import VAPORTrainer\n"
-              "print(SDPOTrainer.__mro__[1] is trl.GRPOTrainer, VAPORTrainer.__mro__[1] is trl.GRPOTrainer,\n"
+              "from sdpo_kit.sdpo.trl import SDPOTRLTrainer\n"
+              "from sdpo_kit.vapor.trl import VAPORTRLTrainer\n"
+              "print(SDPOTRLTrainer.__mro__[1] is trl.GRPOTrainer, VAPORTRLTrainer.__mro__[1] is trl.GRPOTrainer,\n"
               "      'Unsloth' in trl.GRPOTrainer.__name__)")
     assert out.split() == ["True", "True", "True"]
 
@@ -33,15 +33,15 @@ def test_import_order_correct_gives_the_patched_class():
 def test_import_order_wrong_misses_the_patch():
     """Our trainers imported before unsloth keep TRL's unpatched GRPOTrainer as their base: the
     reason models.load_policy (which imports unsloth) must come first."""
-    out = run("from sdpo_kit.sdpo.trl import SDPOTrainer\n"
+    out = run("from sdpo_kit.sdpo.trl import SDPOTRLTrainer\n"
               "import unsloth, trl\n"
-              "print(SDPOTrainer.__mro__[1] is trl.GRPOTrainer)")
+              "print(SDPOTRLTrainer.__mro__[1] is trl.GRPOTrainer)")
     assert out.strip() == "False"
 
 
 def test_generation_uses_unsloth_optimization():
     """The class the trainer builds on is the one Unsloth patched (its fast generate lives there)."""
     out = run("import unsloth, trl\n"
-              "from sdpo_kit.sdpo.trl import SDPOTrainer\n"
-              "print(any('Unsloth' in c.__name__ for c in SDPOTrainer.__mro__))")
+              "from sdpo_kit.sdpo.trl import SDPOTRLTrainer\n"
+              "print(any('Unsloth' in c.__name__ for c in SDPOTRLTrainer.__mro__))")
     assert out.strip() == "True"

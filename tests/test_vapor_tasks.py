@@ -4,9 +4,11 @@ import re
 
 import pytest
 
+from sdpo_kit import make_task
 from sdpo_kit.lab.model import build_tokenizer
-from sdpo_kit.lab.tasks import Task, check_preference_rows, make_task
-from sdpo_kit.lab.word_problems import LEVELS
+from sdpo_kit.tasks import Task
+from sdpo_kit.tasks.base import check_preference_rows
+from sdpo_kit.tasks.word_problems import LEVELS
 from sdpo_kit.vapor.parts import preference_batch
 from sdpo_kit.vapor.spans import find_span_token_indices
 from sdpo_kit.vapor.tasks import VaporWordProblemTask
@@ -17,7 +19,7 @@ SOLUTION = re.compile(r"^(\d+(?: [+-] \d+)+) = (\d+) <answer>(\d+)</answer>$")
 
 def test_registered_by_its_package_and_known_to_the_registry():
     """``make_task("vapor_word_problems")`` works once ``sdpo_kit.vapor`` is imported (this module imports it), and
-    ``registry.make_task`` knows it with nothing else imported; the lab alone does not (it stands below vapor/), and
+    ``registry.make_task`` knows it with nothing else imported; the tasks room alone does not (it stands below vapor/), and
     its error says where the task registers. The task reads answers in tags."""
     import subprocess
     import sys
@@ -25,7 +27,7 @@ def test_registered_by_its_package_and_known_to_the_registry():
     from sdpo_kit.registry import make_task as make_any_task
 
     assert make_any_task(name="vapor_word_problems", n_eval=10).name == "vapor_word_problems"
-    lab_only = ("from sdpo_kit.lab.tasks import make_task\n"
+    lab_only = ("from sdpo_kit.tasks.base import make_task\n"
                 "try:\n    make_task('vapor_word_problems')\nexcept ValueError as e:\n    print(e)\n"
                 "import sdpo_kit.registry\nprint(make_task('vapor_word_problems', n_eval=2).name)")
     out = subprocess.run([sys.executable, "-c", lab_only], capture_output=True, text=True, check=True).stdout

@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from sdpo_kit import cli
+from sdpo_kit import cli, make_task
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import make_task
 from sdpo_kit.models import add_peft_lora, lora_kwargs
 from sdpo_kit.registry import config_from_dict, load_config
 from sdpo_kit.rewards import exact_match_reward
-from sdpo_kit.vapor.config import VAPORLoopConfig
-from sdpo_kit.vapor.loop import VAPORLoop
+from sdpo_kit.vapor.config import VAPORScratchConfig
+from sdpo_kit.vapor.loop import VAPORScratchTrainer
 from sdpo_kit.vapor.parts import completion_span_mask, preference_batch, preference_span_logps
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -70,8 +69,8 @@ def make_loop(tok, variant="as_specified", lora=False, callbacks=(), **cfg):
         model = add_peft_lora(model, lora_kwargs(4))
     kw = dict(max_steps=3, prompts_per_step=2, num_generations=4, num_iterations=2, max_completion_length=20,
               learning_rate=1e-2, vapor_variant=variant)
-    config = VAPORLoopConfig(**{**kw, **cfg})
-    return VAPORLoop(model, tok, [exact_match_reward(tagged=True), char_reward], rows, config,
+    config = VAPORScratchConfig(**{**kw, **cfg})
+    return VAPORScratchTrainer(model, tok, [exact_match_reward(tagged=True), char_reward], rows, config,
                      eval_fn=lambda m: task.evaluate(m, tok, heldout), callbacks=callbacks)
 
 
@@ -96,7 +95,7 @@ def test_completions_jsonl_and_the_dashboard_follow_the_run(tok, tmp_path):
     table the last step's completions with their rewards and feedback."""
     import pandas as pd
 
-    from sdpo_kit.core.dashboard import Dashboard
+    from sdpo_kit.viz.dashboard import Dashboard
 
     dash = Dashboard(table_size=4)
     loop = make_loop(tok, max_steps=4, output_dir=str(tmp_path), log_completions_every=2, callbacks=[dash])
@@ -159,14 +158,14 @@ def test_a_lora_policy_uses_its_base_model_as_the_reference(tok):
 def test_rows_without_a_pair_are_refused(tok):
     rows = make_task("tagged_arithmetic", n_eval=16).splits()[0]
     with pytest.raises(ValueError, match="row 0: column 'chosen' is missing"):
-        VAPORLoop(build_model(tok, seed=0), tok, [exact_match_reward(tagged=True)], rows, VAPORLoopConfig())
+        VAPORScratchTrainer(build_model(tok, seed=0), tok, [exact_match_reward(tagged=True)], rows, VAPORScratchConfig())
 
 
 def test_config_and_cli(tmp_path):
     """configs/vapor.yaml loads as algorithm vapor (tags as tuples, variants checked) and runs
     two steps from the CLI; its config.yaml reads back the same."""
     cfg = load_config(CONFIGS / "vapor.yaml")
-    assert type(cfg.trainer) is VAPORLoopConfig and cfg.trainer.verifiable_term_split == TAGS
+    assert type(cfg.trainer) is VAPORScratchConfig and cfg.trainer.verifiable_term_split == TAGS
     with pytest.raises(Exception, match="vapor_variant"):
         config_from_dict({"algorithm": "vapor", "trainer": {"vapor_variant": "multiplicative"}})
     with pytest.raises(Exception, match="two non-empty tags"):
@@ -174,7 +173,7 @@ def test_config_and_cli(tmp_path):
     out = tmp_path / "run"
     assert cli.main(["train", str(CONFIGS / "vapor.yaml"), "--max-steps", "2", "--output-dir", str(out),
                      "--set", "task.n_eval=16", "--set", "trainer.prompts_per_step=2"]) == 0
-    from sdpo_kit.core.plotting import panels_for
+    from sdpo_kit.viz.plots import panels_for
 
     assert {k for p in panels_for("vapor") for k in p.keys} >= {"vapor/preference_term", "vapor/verifiable_ratio"}
     assert (out / "reward_curve.png").exists()
@@ -183,7 +182,7 @@ def test_config_and_cli(tmp_path):
 
 
 def test_trl_backend_gives_the_scratch_loss_on_the_same_batch(tok, tmp_path):
-    """VAPORTrainer (TRL) and the scratch objective on one batch that TRL generated: the same loss
+    """VAPORTRLTrainer (TRL) and the scratch objective on one batch that TRL generated: the same loss
     and the same gradients, for both variants, with a KL term (GRPO's: k3 x the importance ratio);
     P = 2 prompts x G = 4, mu = 2 (an off-policy old_logp), each distinct pair computed once."""
     from transformers import LlamaForCausalLM

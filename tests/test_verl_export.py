@@ -16,9 +16,9 @@ import pytest
 from sdpo_kit.cli import main
 from sdpo_kit.deploy.verl import COLUMNS, export_dataset, export_verl, verl_rows, write_reward_module
 from sdpo_kit.deploy.verl_config import LOSS_AGG_MODE, VerlExportError, VerlPaths, overrides, verl_settings
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.registry import config_from_dict
 from sdpo_kit.rewards import load_code_problems
+from sdpo_kit.tasks import ArithmeticTask
 
 
 def load_module(path):

@@ -1,13 +1,14 @@
-"""The real-model task family (``lab/word_problems.py``) and the prompt settings every task has."""
+"""The real-model task family (``tasks/word_problems.py``) and the prompt settings every task has."""
 
 import re
 
 import pytest
 
+from sdpo_kit import make_task
 from sdpo_kit.core.config import ConfigError
-from sdpo_kit.lab.tasks import ArithmeticTask, make_task
-from sdpo_kit.lab.word_problems import LEVELS, WordProblemTask
 from sdpo_kit.registry import config_from_dict
+from sdpo_kit.tasks import ArithmeticTask
+from sdpo_kit.tasks.word_problems import LEVELS, WordProblemTask
 
 
 def numbers_and_ops(question: str) -> tuple[int, list[tuple[str, int]]]:

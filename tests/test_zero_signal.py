@@ -8,12 +8,12 @@ import datasets
 import pytest
 
 from sdpo_kit.core.metrics import MetricsSink, ZeroSignalWatch
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import exact_match_reward
+from sdpo_kit.tasks import ArithmeticTask
 
 TASK = ArithmeticTask(n_eval=20)
 TRAIN, HELDOUT = TASK.splits()
@@ -52,10 +52,10 @@ def test_scratch_loop_warns_when_no_completion_can_score(tmp_path, caplog):
     """A GRPO run whose reward pays nothing: the scratch loop logs the warning after
     zero_signal_steps steps, and writes each completion's reference answer to completions.jsonl."""
     model, tok = load_policy("tiny-lab")
-    cfg = GRPOLoopConfig(max_steps=3, prompts_per_step=2, num_generations=2, max_completion_length=4, eval_every=0,
+    cfg = GRPOScratchConfig(max_steps=3, prompts_per_step=2, num_generations=2, max_completion_length=4, eval_every=0,
                      output_dir=str(tmp_path), log_completions_every=1, zero_signal_steps=2, seed=0)
     with caplog.at_level(logging.WARNING, logger="sdpo_kit"):
-        loop = GRPOLoop(model, tok, [zero_reward], TRAIN, cfg)
+        loop = GRPOScratchTrainer(model, tok, [zero_reward], TRAIN, cfg)
         loop.train()
     assert len(loop.sink.warnings) == 1 and "for 2 steps in a row" in caplog.text
     logged = [json.loads(x) for x in (tmp_path / "completions.jsonl").read_text().splitlines()]
@@ -108,7 +108,7 @@ def test_a_gradient_left_on_the_model_does_not_leak_into_a_step():
 
     model, tok = load_policy("tiny-lab")
     start = {n: p.detach().clone() for n, p in model.named_parameters()}
-    cfg = GRPOLoopConfig(max_steps=1, prompts_per_step=2, num_generations=4, max_completion_length=4, eval_every=0,
+    cfg = GRPOScratchConfig(max_steps=1, prompts_per_step=2, num_generations=4, max_completion_length=4, eval_every=0,
                      max_grad_norm=float("inf"), temperature=1.0, seed=0)
 
     def one_step(stale: bool):
@@ -117,7 +117,7 @@ def test_a_gradient_left_on_the_model_does_not_leak_into_a_step():
                 p.copy_(start[n])
         if stale:
             model(**tok(["1+2+3="], return_tensors="pt")).logits.sum().backward()
-        loop = GRPOLoop(model, tok, [exact_match_reward()], TRAIN, cfg)
+        loop = GRPOScratchTrainer(model, tok, [exact_match_reward()], TRAIN, cfg)
         loop.optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
         torch.manual_seed(0)
         loop.step()

@@ -15,9 +15,6 @@
     checkpoint.py  what a checkpoint holds and how it is written and read
     trl_base.py    what every TRL-backed trainer shares (presets, metrics callback, resume)
     metrics.py     metric names, TRL's names for them, the metrics.jsonl sink
-    plotting.py    LivePlot and its TrainerCallback
-    dashboard.py   the training dashboard (ipywidgets): plots, progress, completions table, stop button
-    explore.py     the notebooks' explorers: sliders -> figure in Jupyter, the default figure headless
     completions.py sampled completions to completions.jsonl and to the dashboard (both backends)
     trackers.py    report_to for the scratch loops: tensorboard, trackio, wandb through their own APIs
     config.py      the YAML run config, parsed and checked (the registry supplies the trainer classes)
@@ -25,5 +22,21 @@
                    CPU model, the T4), with the profile's smoke sizes
     pieces.py      a learner's own piece of an algorithm (an advantage, a loss), checked where it runs
     user_code.py   a learner's own function named in a config ("my_rewards.py:name", "package.module:name")
+    lazy.py        a package's public names imported on first use (``import sdpo_kit`` stays instant)
     utils.py       eval_mode, seed_everything, tolerances, quiet_progress_bars
 """
+
+from sdpo_kit.core.lazy import lazy_exports
+
+EXPORTS = {   # the machinery a notebook looks inside: sampling, log-probs, tolerances
+    "sample": "sdpo_kit.core.sampling:sample",
+    "generate_completions": "sdpo_kit.core.sampling:generate_completions",
+    "completion_logprobs": "sdpo_kit.core.sampling:completion_logprobs",
+    "completion_logits": "sdpo_kit.core.sampling:completion_logits",
+    "encode_prompts": "sdpo_kit.core.sampling:encode_prompts",
+    "render_prompts": "sdpo_kit.core.sampling:render_prompts",
+    "tolerances": "sdpo_kit.core.utils:tolerances",
+    "train_trl": "sdpo_kit.core.trl_base:train_trl",
+}
+__all__ = sorted(EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

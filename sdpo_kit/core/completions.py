@@ -12,7 +12,7 @@ batch becomes one JSON row beside ``metrics.jsonl``::
 ``pandas.read_json(path, lines=True)`` loads it. Both backends write the same rows: the scratch
 loops hand theirs to ``CompletionLog.add`` from their ``step()``; on the TRL backend
 ``trl_samples(trainer)`` reads the batch TRL keeps for its own completions table (and SDPO's
-teacher columns, ``SDPOTrainer.teacher_samples``). Listeners (the dashboard) get the rows of every
+teacher columns, ``SDPOTRLTrainer.teacher_samples``). Listeners (the dashboard) get the rows of every
 step, whether or not the file is due.
 
 Chat prompts and completions are stored as text (``as_text``: ``role: content`` lines). Nothing here

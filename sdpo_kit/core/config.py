@@ -3,10 +3,10 @@
     algorithm:  grpo (the registry, ``sdpo_kit.registry``, lists what else is there)
     backend:    scratch | trl
     model:      name, lora, load_in_4bit, max_seq_length, trust_remote_code, dtype, fast_inference, lab
-    task:       name (a key of ``lab.tasks.TASKS``) and that task's options (digits, terms, n_eval, ...)
+    task:       name (a key of ``tasks.base.TASKS``) and that task's options (digits, terms, n_eval, ...)
     reward:     one dict or a list of dicts, each with ``type`` (options go to ``rewards.make_reward``)
     trainer:    the fields of the registered trainer's own config dataclass, e.g.
-                ``grpo.config.GRPOLoopConfig`` (scratch) or ``grpo.config.TRLGRPOConfig`` (trl)
+                ``grpo.config.GRPOScratchConfig`` (scratch) or ``grpo.config.GRPOTRLConfig`` (trl)
     output_dir: where metrics.jsonl, checkpoints, the model and the plot go
     threads:    torch CPU threads (0: 1 for the tiny lab, else up to 4)
 
@@ -39,7 +39,9 @@ class ConfigError(ValueError):
 
 
 @dataclass
-class ModelConfig:
+class ModelSection:
+    """A config's ``model:`` section (named apart from ``trl.ModelConfig``, which is TRL's)."""
+
     name: str = "tiny-lab"                  # "tiny-lab", a hub id, or a local directory
     lora: Any = None                        # None: on for hub models, off for the tiny lab; bool, rank or dict
     load_in_4bit: bool | None = None        # None: 4-bit on the Unsloth (GPU) path only
@@ -54,7 +56,7 @@ class ModelConfig:
 class Config:
     algorithm: str = "grpo"
     backend: str = "scratch"
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelSection = field(default_factory=ModelSection)
     task: dict = field(default_factory=lambda: {"name": "arithmetic"})
     reward: list[dict] = field(default_factory=lambda: [{"type": "exact_match"}])
     trainer: Any = None                     # an instance of the registered trainer's config class
@@ -69,7 +71,7 @@ class Config:
         return _plain(out)
 
 
-# every trainer config's default completion budget (GRPOSettings and so VAPOR's and SDPO's, TeacherStudentPPOConfig)
+# every trainer config's default completion budget (GRPOFields and so VAPOR's and SDPO's, PPOScratchConfig)
 DEFAULT_COMPLETION_LENGTH = 8
 
 
@@ -206,7 +208,7 @@ def parse_config(data: dict | None, overrides: dict | None = None, *, trainer_co
         raise ConfigError(f"threads must be an integer >= 0, got {threads!r}")
     return Config(
         algorithm=algorithm, backend=backend,
-        model=_section(ModelConfig, _mapping(data.get("model"), "model"), "model"),
+        model=_section(ModelSection, _mapping(data.get("model"), "model"), "model"),
         task=_task(data.get("task"), tasks),
         reward=_rewards(data.get("reward")),
         trainer=_trainer(algorithm, backend, data.get("trainer"), output_dir, trainer_config),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from transformers import GenerationConfig
 
-from sdpo_kit.core.decoding import decode, draw, few_row_linears, logits_processors  # noqa: F401 (re-exported)
+from sdpo_kit.core.decoding import decode, few_row_linears
 from sdpo_kit.core.unsloth_patches import fit_to_unsloth
 
 

@@ -241,7 +241,7 @@ class ScratchTrainer:
     @contextlib.contextmanager
     def phase(self, name: str):
         """Time a part of the step: the row gets ``time/<name>_s`` (the seconds summed over the step), so a
-        run shows where its time goes (sample, score, forward, backward: ``GRPOLoop`` times those)."""
+        run shows where its time goes (sample, score, forward, backward: ``GRPOScratchTrainer`` times those)."""
         t0 = time.perf_counter()
         try:
             yield

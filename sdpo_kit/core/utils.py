@@ -69,3 +69,4 @@ def quiet_progress_bars():
     finally:
         if was_on:
             hf_logging.enable_progress_bar()
+

@@ -27,6 +27,8 @@ import textwrap
 from pathlib import Path
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB, choose_model, pick_profile
+from sdpo_kit.course.checks import ExerciseFailed, check_group_advantages, check_grpo_loss, exercise
+from sdpo_kit.course.show import last_group, side_by_side
 
 SMOKE_ENV = "SDPO_KIT_SMOKE"
 RAW_URL = "https://raw.githubusercontent.com/sdpo-kit/sdpo_kit/main/"   # where a pip-installed copy finds configs/
@@ -124,4 +126,5 @@ def setup(notebook: str, *, seed: int = 0, env=None, cuda: bool | None = None, v
 
 
 __all__ = ["Profile", "setup", "profile_table", "describe", "repo_file", "default_models", "choose_model", "REAL_CPU_MODEL",
-           "T4_MODEL", "TINY_LAB"]
+           "T4_MODEL", "TINY_LAB", "ExerciseFailed", "check_group_advantages", "check_grpo_loss", "exercise", "last_group",
+           "side_by_side"]

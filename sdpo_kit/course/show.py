@@ -3,7 +3,7 @@
     print(side_by_side(questions, before, after, answers, is_correct))
     group = last_group(run_dir / "completions.jsonl", G)     # one prompt's G completions of the last logged step
 
-Left out on purpose: plots (``core.plotting`` and the dashboard draw those).
+Left out on purpose: plots (``viz.plots`` and the dashboard draw those).
 """
 
 from __future__ import annotations

@@ -7,3 +7,14 @@
     verl.py         ``sdpo-kit export-verl``: parquet, reward module, run_verl.sh
     verl_config.py  our settings as verl's Hydra overrides, and what verl's config cannot say
 """
+
+from sdpo_kit.core.lazy import lazy_exports
+
+EXPORTS = {   # sk.export and sk.export_verl are the front door; these check what they wrote
+    "round_trip": "sdpo_kit.deploy.export:round_trip",
+    "base_model": "sdpo_kit.deploy.run_model:base_model",
+    "gguf_round_trip": "sdpo_kit.deploy.gguf:gguf_round_trip",
+    "ExportError": "sdpo_kit.deploy.run_model:ExportError",
+}
+__all__ = sorted(EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

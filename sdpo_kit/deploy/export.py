@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from sdpo_kit.core.unsloth_patches import fit_to_unsloth
-from sdpo_kit.deploy.run_model import (  # noqa: F401 (ExportError, compare_models re-exported)
+from sdpo_kit.deploy.run_model import (
     ExportError,
     base_model,
     compare_models,

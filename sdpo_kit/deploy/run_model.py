@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from sdpo_kit.core.config import ModelConfig
+from sdpo_kit.core.config import ModelSection
 from sdpo_kit.core.unsloth_patches import fit_to_unsloth
 
 
@@ -47,8 +47,8 @@ def is_adapter(model_dir: Path) -> bool:
     return (Path(model_dir) / "adapter_model.safetensors").exists()
 
 
-def run_source(run_dir) -> tuple[ModelConfig, dict]:
-    """``(model, task)`` from the run's ``config.yaml``: a ``ModelConfig`` holding the keys an export
+def run_source(run_dir) -> tuple[ModelSection, dict]:
+    """``(model, task)`` from the run's ``config.yaml``: a ``ModelSection`` holding the keys an export
     uses (``name``, ``trust_remote_code``, ``lab``; the others at their defaults) and the ``task``
     section as written. Only those keys are checked; ExportError names the first that is wrong."""
     import yaml
@@ -71,7 +71,7 @@ def run_source(run_dir) -> tuple[ModelConfig, dict]:
     task = data.get("task") or {}
     if not isinstance(task, dict):
         raise ExportError(f"{path}: task must be a mapping, got {task!r}")
-    return ModelConfig(name=name, trust_remote_code=trust, lab=dict(lab)), dict(task)
+    return ModelSection(name=name, trust_remote_code=trust, lab=dict(lab)), dict(task)
 
 
 def base_load_kwargs(model_config, dtype: torch.dtype | None = None) -> dict:
@@ -82,7 +82,7 @@ def base_load_kwargs(model_config, dtype: torch.dtype | None = None) -> dict:
             "trust_remote_code": model_config.trust_remote_code, "dtype": dtype}
 
 
-def _lab_recipe(run_dir, model: ModelConfig, task: dict) -> dict:
+def _lab_recipe(run_dir, model: ModelSection, task: dict) -> dict:
     """The tiny lab's warm-start recipe for the run (``lab.model.lab_config_for``), from its task."""
     from types import SimpleNamespace
 

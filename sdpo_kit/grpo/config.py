@@ -1,10 +1,11 @@
 """GRPO's config classes: what a YAML ``trainer:`` section for ``algorithm: grpo`` holds, per backend.
 
-    GRPOSettings     GRPO's knobs, the same on both backends (TRL's GRPOConfig names and meanings)
-    GRPOLoopConfig   the scratch loop's (``grpo/loop.py``): GRPOSettings + ``share_prompt``, ``sampling_dtype``
-    TRLGRPOConfig    the TRL backend's (``grpo/trl.py``): GRPOSettings + ``preset`` + ``trl_args``
-    GRPOConfig       the scratch config's old name, a deprecated alias of GRPOLoopConfig (it shared
-                     TRL's class name ``trl.GRPOConfig``); the notebooks still import it from ``grpo.loop``
+    GRPOFields         GRPO's knobs, the same on both backends (TRL's GRPOConfig names and meanings)
+    GRPOScratchConfig  the scratch loop's (``grpo/loop.py``): GRPOFields + ``share_prompt``, the sampler correction
+    GRPOTRLConfig      the TRL backend's (``grpo/trl.py``): GRPOFields + ``preset`` + ``trl_args``
+
+Named ``<ALGORITHM><Backend>Config`` as a YAML file names them (``algorithm: grpo``, ``backend: scratch``),
+never like TRL's classes (``trl.GRPOConfig`` is what the TRL backend builds from ``GRPOTRLConfig``).
 
 VAPOR's and SDPO's configs (``vapor/config.py``, ``sdpo/config.py``) add their fields to these. Plain
 dataclasses: importing this module does not import TRL.
@@ -27,7 +28,7 @@ SAMPLING_ON_TRL = ("sampling_dtype='bfloat16' is the scratch loop's (a bf16 copy
 
 
 @dataclass
-class GRPOSettings(RunConfig):
+class GRPOFields(RunConfig):
     """GRPO's knobs, the same on both backends (TRL's GRPOConfig names)."""
 
     num_generations: int = 8          # G
@@ -60,7 +61,7 @@ class GRPOSettings(RunConfig):
 
 
 @dataclass
-class GRPOLoopConfig(GRPOSettings):
+class GRPOScratchConfig(GRPOFields):
     """The scratch loop's config: GRPO's knobs plus how the forward runs.
 
     ``share_prompt``: run each prompt once for its G completions (same numbers, faster).
@@ -72,7 +73,7 @@ class GRPOLoopConfig(GRPOSettings):
     vLLM's samples (``grpo.loss.sampler_weights``: ``sampling_correction`` is TRL's
     ``vllm_importance_sampling_mode``, ``sampling_correction_max`` its ``_clip_max``). GRPO's loss only.
     ``"auto"``: bfloat16 where that is faster and the loss can correct for it, float32 elsewhere
-    (``core.sampler_copy.resolve_sampling_dtype``); the key is GRPOSettings', so a config that says ``auto``
+    (``core.sampler_copy.resolve_sampling_dtype``); the key is GRPOFields', so a config that says ``auto``
     also runs on the TRL backend, which samples with the policy.
     """
 
@@ -89,11 +90,8 @@ class GRPOLoopConfig(GRPOSettings):
                              f"got {self.sampling_correction!r}")
 
 
-GRPOConfig = GRPOLoopConfig  # deprecated alias: the scratch config's old name, TRL's class name too
-
-
 @dataclass
-class TRLGRPOConfig(GRPOSettings):
+class GRPOTRLConfig(GRPOFields):
     """The TRL backend's config: GRPO's knobs (same names and defaults as the scratch loop),
     the preset, and ``trl_args`` for any other ``trl.GRPOConfig`` field."""
 

@@ -38,20 +38,20 @@ from sdpo_kit.core.sampler_copy import SAMPLING_DTYPES, SamplerCopy, resolve_sam
 from sdpo_kit.core.sampling import SharePromptUnsupported, completion_logprobs, sample, shared_prompt_logprobs
 from sdpo_kit.core.scratch import ScratchTrainer
 from sdpo_kit.core.utils import eval_mode
-from sdpo_kit.grpo.config import SHARE_PROMPT, GRPOConfig, GRPOLoopConfig, GRPOSettings  # noqa: F401 (re-exported)
+from sdpo_kit.grpo.config import GRPOScratchConfig
 from sdpo_kit.grpo.loss import group_advantages, grpo_loss, sampler_weights
 from sdpo_kit.grpo.pieces import PIECES
 from sdpo_kit.rewards import check_columns, compute_rewards_with_feedback, reward_name
 
 
-class GRPOLoop(ScratchTrainer):
+class GRPOScratchTrainer(ScratchTrainer):
     """The scratch GRPO trainer.
 
     Args:
         model, tokenizer: a causal LM and its tokenizer (chat template for chat prompts).
         reward_funcs: TRL-signature reward functions; their sum (``reward_weights``) is the reward.
         train_rows: dicts with ``prompt`` and the columns the rewards need (checked here).
-        config: a ``GRPOLoopConfig``.
+        config: a ``GRPOScratchConfig``.
         eval_fn: ``eval_fn(model) -> float`` (e.g. a task's held-out greedy accuracy), optional.
         callbacks: callables ``cb(metrics: dict)`` run after each logged step (``LivePlot``...).
         advantage_fn, loss_fn: your own advantage and loss in place of the library's (``grpo/pieces.py``
@@ -59,13 +59,13 @@ class GRPOLoop(ScratchTrainer):
     """
 
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
-                 config: GRPOLoopConfig | None = None, *, eval_fn: Callable | None = None,
+                 config: GRPOScratchConfig | None = None, *, eval_fn: Callable | None = None,
                  callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None,
                  advantage_fn: Callable | None = None, loss_fn: Callable | None = None):
         if not train_rows:
             raise ValueError("train_rows is empty")
         check_columns(train_rows[0].keys(), reward_funcs)
-        config = config or GRPOLoopConfig()
+        config = config or GRPOScratchConfig()
         self.advantage_fn, self.loss_fn = prepare(PIECES, config, advantage_fn=advantage_fn, loss_fn=loss_fn)
         super().__init__(model, tokenizer, train_rows, config, eval_fn=eval_fn, callbacks=callbacks)
         self.reward_funcs, self.reward_weights = list(reward_funcs), reward_weights

@@ -25,7 +25,7 @@ Unsloth's patched ``GRPOTrainer`` (Colab's fast path) is the one that runs. What
   scratch loop's warning when the run has nothing to learn from (``metrics.ZeroSignalWatch``);
 * ``trl_base.NeutralGenerationDefaults``: the model's own generation defaults kept out of sampling.
 
-``TRLGRPOConfig`` is the same knobs as the scratch loop's ``GRPOSettings`` plus ``preset`` and
+``GRPOTRLConfig`` is the same knobs as the scratch loop's ``GRPOFields`` plus ``preset`` and
 ``trl_args`` (any other ``trl.GRPOConfig`` field); the CLI builds the trainer from it.
 
 Left out on purpose: vLLM's server mode, multi-GPU launch, TRL's own eval loop (``eval_fn`` is ours).
@@ -54,7 +54,7 @@ from sdpo_kit.core.trl_base import (
 )
 from sdpo_kit.grpo.config import (
     SAMPLING_ON_TRL,
-    TRLGRPOConfig,  # noqa: F401 (re-exported: the registry and older imports)
+    GRPOTRLConfig,
 )
 from sdpo_kit.rewards import check_columns, checked
 
@@ -80,7 +80,7 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
     ``max_steps`` and ``save_steps`` count sdpo_kit steps (sampled batches; TRL counts each of
     the mu passes); ``eval_every`` is dropped here (``MetricsCallback`` uses it). Unknown names raise.
     ``args_class``: the TRL config class the names are checked against (default ``trl.GRPOConfig``;
-    a subclass such as ``VAPORConfig`` adds its fields).
+    a subclass such as ``VAPORTRLArgs`` adds its fields).
     """
     unknown = set(overrides) - _trl_fields(args_class) - set(OURS_ONLY)
     if unknown:
@@ -92,7 +92,7 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
     for key in ("eval_every", "log_completions_every", "zero_signal_fraction", "zero_signal_steps"):
         overrides.pop(key, None)  # ours, read by MetricsCallback (evaluations, completions.jsonl, ZeroSignalWatch)
     prompts_per_step = overrides.pop("prompts_per_step", None)
-    if overrides.pop("sampling_dtype", "float32") == "bfloat16":   # TRLGRPOConfig refuses it too
+    if overrides.pop("sampling_dtype", "float32") == "bfloat16":   # GRPOTRLConfig refuses it too
         raise ValueError(SAMPLING_ON_TRL)
     mixed_precision = overrides.pop("mixed_precision", "auto")
     if mixed_precision != "auto":  # the scratch loops' knob, in transformers' flags
@@ -185,11 +185,11 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     return trainer
 
 
-def build_from_config(model, tokenizer, reward_funcs, train_rows, config: TRLGRPOConfig, *,
+def build_from_config(model, tokenizer, reward_funcs, train_rows, config: GRPOTRLConfig, *,
                       eval_fn: Callable | None = None, callbacks: Sequence = (),
                       reward_weights: Sequence[float] | None = None, verbose: bool = False,
                       trainer_class=None, args_class=None):
-    """``build_trl_grpo_trainer`` from a ``TRLGRPOConfig`` (what the CLI and the registry call).
+    """``build_trl_grpo_trainer`` from a ``GRPOTRLConfig`` (what the CLI and the registry call).
     Every field of the config except ``preset`` and ``trl_args`` is a TRL argument (ours mapped);
     ``eval_every`` and ``log_completions_every`` reach the builder's own keywords of those names."""
     knobs = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in ("preset", "trl_args")}

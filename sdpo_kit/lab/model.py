@@ -297,7 +297,7 @@ def warm_start(cfg: LabConfig | None = None, *, force: bool = False, verbose: bo
     """
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.tasks.base import make_task
 
     cfg = cfg or LabConfig()
     path = cache_dir() / f"tiny-lab-{cfg.key()}"

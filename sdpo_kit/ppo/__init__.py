@@ -2,7 +2,7 @@
 
     loss.py        GAE, the PPO loss, KL controllers, score scaling, Hinton's KD (pure math)
     value_head.py  PolicyWithValueHead: a scalar value head on the policy's trunk
-    config.py      TeacherStudentPPOConfig (the YAML ``trainer:`` section of ``algorithm: ppo``)
-    trainer.py     TeacherStudentPPOTrainer on the shared scratch scaffold
+    config.py      PPOScratchConfig (the YAML ``trainer:`` section of ``algorithm: ppo``)
+    trainer.py     PPOScratchTrainer on the shared scratch scaffold
     pieces.py      the piece a learner may write: the GAE recursion (``gae_fn``)
 """

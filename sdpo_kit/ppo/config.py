@@ -1,4 +1,4 @@
-"""``TeacherStudentPPOConfig``: classic RLHF PPO's knobs (trl 0.11.4's ``PPOConfig`` names) plus distillation.
+"""``PPOScratchConfig``: classic RLHF PPO's knobs (trl 0.11.4's ``PPOConfig`` names) plus distillation.
 
 Defaults: this project's own for some (learning_rate 1e-5, batch_size 8, mini_batch_size 4,
 ppo_epochs 4, early_stopping on with target_kl 0.1, init_kl_coef 0.2 with adaptive control, score
@@ -21,8 +21,8 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 
 
 @dataclass
-class TeacherStudentPPOConfig(RunConfig):
-    """PPO with a critic and a teacher (``ppo.trainer.TeacherStudentPPOTrainer``).
+class PPOScratchConfig(RunConfig):
+    """PPO with a critic and a teacher (``ppo.trainer.PPOScratchTrainer``).
 
     ``batch_size`` responses per step, one per prompt (the scaffold's ``prompts_per_step`` is set
     to it); ``ppo_epochs`` passes over them in shuffled mini-batches of ``mini_batch_size``, an

@@ -12,7 +12,7 @@
                 minimise  ppo_coef * (pg + vf_coef vf)  +  kd_coef * T^2 KL(teacher_T || student_T)
         beta <- adaptive KL update with the batch's KL
 
-The pure pieces are ``ppo.loss`` (each equal to trl 0.11.4); the knobs ``TeacherStudentPPOConfig``.
+The pure pieces are ``ppo.loss`` (each equal to trl 0.11.4); the knobs ``PPOScratchConfig``.
 ``teacher_prompt`` lets the teacher read another prompt before the student's response, e.g. the question
 after a worked demonstration: the teacher is then the same model made stronger by its context, and
 distillation moves that context into the student's weights (context distillation, Snell et al. 2022,
@@ -44,7 +44,7 @@ from sdpo_kit.core.pieces import prepare
 from sdpo_kit.core.precision import upcast_trainable
 from sdpo_kit.core.sampling import completion_logits, encode_prompts, sample
 from sdpo_kit.core.scratch import ScratchTrainer
-from sdpo_kit.ppo.config import TeacherStudentPPOConfig
+from sdpo_kit.ppo.config import PPOScratchConfig
 from sdpo_kit.ppo.loss import (
     AdaptiveKLController,
     FixedKLController,
@@ -61,14 +61,14 @@ from sdpo_kit.ppo.value_head import HEAD_FILE, PolicyWithValueHead
 from sdpo_kit.rewards import compute_rewards, reward_name
 
 
-class TeacherStudentPPOTrainer(ScratchTrainer):
+class PPOScratchTrainer(ScratchTrainer):
     """PPO with a value head on the student, a frozen reference, and an optional teacher.
 
     Args:
         model, tokenizer: the student (a causal LM; PEFT trains its adapter) and its tokenizer.
         reward_funcs: TRL-signature reward functions (e.g. ``reward_model.sequence_classifier_reward``).
         train_rows: dicts with ``prompt`` and the rewards' columns.
-        config: ``TeacherStudentPPOConfig``.
+        config: ``PPOScratchConfig``.
         teacher: a causal LM with the student's tokenizer (None: no distillation). Its logits on
             the student's tokens are a plain forward (after ``teacher_prompt``'s prompt), under no_grad.
         teacher_prompt: a row's prompt -> the prompt the teacher reads before the response (None: the
@@ -78,11 +78,11 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
     """
 
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
-                 config: TeacherStudentPPOConfig | None = None, *, teacher=None,
+                 config: PPOScratchConfig | None = None, *, teacher=None,
                  teacher_prompt: Callable | None = None, eval_fn: Callable | None = None,
                  callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None,
                  gae_fn: Callable | None = None):
-        config = config or TeacherStudentPPOConfig(teacher_model=None, kd_coef=0.0)
+        config = config or PPOScratchConfig(teacher_model=None, kd_coef=0.0)
         if config.kd_coef > 0 and teacher is None:
             raise ValueError("kd_coef > 0 needs a teacher model (pass teacher=...)")
         (self.gae_fn,) = prepare(PIECES, config, gae_fn=gae_fn)
@@ -271,8 +271,8 @@ class TeacherStudentPPOTrainer(ScratchTrainer):
         self.pv.load_head(folder)
 
 
-def build_ppo_from_config(model, tokenizer, reward_funcs, train_rows, config: TeacherStudentPPOConfig, *,
-                          eval_fn=None, callbacks=(), reward_weights=None, gae_fn=None) -> TeacherStudentPPOTrainer:
+def build_ppo_from_config(model, tokenizer, reward_funcs, train_rows, config: PPOScratchConfig, *,
+                          eval_fn=None, callbacks=(), reward_weights=None, gae_fn=None) -> PPOScratchTrainer:
     """The registry's build: loads ``config.teacher_model`` (the tiny lab with ``teacher_lab``, or a
     hub id / directory with the student's tokenizer) when distillation is on."""
     from sdpo_kit.models import TINY_LAB, load_policy
@@ -281,5 +281,5 @@ def build_ppo_from_config(model, tokenizer, reward_funcs, train_rows, config: Te
     if config.teacher_model is not None and config.kd_coef > 0:
         lab = config.teacher_lab if config.teacher_model == TINY_LAB else None
         teacher, _ = load_policy(config.teacher_model, lora=False, lab_config=lab)
-    return TeacherStudentPPOTrainer(model, tokenizer, reward_funcs, train_rows, config, teacher=teacher,
+    return PPOScratchTrainer(model, tokenizer, reward_funcs, train_rows, config, teacher=teacher,
                                     eval_fn=eval_fn, callbacks=callbacks, reward_weights=reward_weights, gae_fn=gae_fn)

@@ -2,7 +2,7 @@
 
     core.py           the contract: column checks (signature or ``required_columns``), named
                       errors for a reward that raises or returns NaN, weighted sums
-    verifiable.py     exact match (``lab.tasks.is_correct`` under an answer rule), answer format, tag
+    verifiable.py     exact match (``tasks.base.is_correct`` under an answer rule), answer format, tag
                       format, format-and-match, arithmetic feedback
     model_scored.py   inverse loss, coverage-weighted CE, answer likelihood (batched, no_grad)
     learned.py        the tiny lab's learned reward model (a sequence classifier) and its reward
@@ -31,6 +31,7 @@ from sdpo_kit.rewards.core import (
     required_columns,
     reward_name,
 )
+from sdpo_kit.rewards.learned import agreement
 from sdpo_kit.rewards.model_scored import (
     ANSWER_SEPARATOR,
     SCORERS,
@@ -57,7 +58,7 @@ from sdpo_kit.sandbox.runner import (  # the sandbox's runner, re-exported: from
 
 __all__ = [
     "ANSWER_SEPARATOR", "REWARD_BUILDERS", "REWARD_TYPES", "SCORERS", "TRL_REWARD_KWARGS", "CodeResult",
-    "RewardError", "RewardFunc", "answer_format_reward", "answer_likelihood_reward", "code_reward", "extract_code", "load_code_problems",
+    "RewardError", "RewardFunc", "agreement", "answer_format_reward", "answer_likelihood_reward", "code_reward", "extract_code", "load_code_problems",
     "read_code_problems", "run_tests", "run_tests_many", "score_completions", "split_tests", "call_reward", "call_reward_with_feedback",
     "check_columns", "checked",
     "compute_rewards", "compute_rewards_with_feedback",

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from sdpo_kit.core.sampling import render_prompts
-from sdpo_kit.lab.tasks import completion_text
+from sdpo_kit.text.answers import completion_text
 
 
 @dataclass
@@ -112,7 +112,7 @@ def build_reward_model(cfg: RewardModelConfig | None = None, *, force: bool = Fa
     from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
     from sdpo_kit.lab.model import build_tokenizer, cache_dir
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit.tasks.base import make_task
 
     cfg = cfg or RewardModelConfig()
     path = cache_dir() / f"tiny-rm-{cfg.key()}"

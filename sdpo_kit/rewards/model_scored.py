@@ -25,8 +25,8 @@ import torch
 from sdpo_kit.core.logprobs import masked_mean
 from sdpo_kit.core.sampling import completion_logprobs, render_prompts
 from sdpo_kit.core.utils import eval_mode
-from sdpo_kit.lab.tasks import completion_text
 from sdpo_kit.rewards.core import RewardFunc
+from sdpo_kit.text.answers import completion_text
 
 SCORERS = ("policy", "frozen")
 

@@ -85,13 +85,13 @@ def _probe_reward_model_from_config(model, tokenizer, task, n_questions=200, wro
 
 
 def _environment_from_config(model, tokenizer, task, factory=None, answer_field="answer"):
-    """An ``Environment`` (``sdpo_kit.lab.environments``) as a reward: ``factory`` is an import path
+    """An ``Environment`` (``sdpo_kit.tasks.environments``) as a reward: ``factory`` is an import path
     ``"package.module:callable"`` returning a fresh environment; None: the tiny lab's
     ``ArithmeticEnvironment`` on the config's task. Scores and feedback: ``environment_reward``."""
     import importlib
 
-    from sdpo_kit.lab.environments import ArithmeticEnvironment, environment_reward
-    from sdpo_kit.lab.tasks import ArithmeticTask
+    from sdpo_kit.tasks.arithmetic import ArithmeticTask
+    from sdpo_kit.tasks.environments import ArithmeticEnvironment, environment_reward
 
     if factory is None:
         task = ArithmeticTask() if task is None else task

@@ -7,8 +7,9 @@ pays for exactly what evaluation counts.
 
 from __future__ import annotations
 
-from sdpo_kit.lab.tasks import arithmetic_feedback, is_correct
 from sdpo_kit.rewards.core import RewardFunc
+from sdpo_kit.tasks.arithmetic import arithmetic_feedback
+from sdpo_kit.tasks.base import is_correct
 from sdpo_kit.text.answers import as_rule, completion_text, extract_answer, rule_for, rule_name
 
 
@@ -81,7 +82,7 @@ def format_and_match_reward(answer_field: str = "answer", format_weight: float =
 def feedback_reward(answer_field: str = "answer", tagged: bool = False, style: str = "direction",
                     rule: str | None = None) -> RewardFunc:
     """Exact match with a checker's feedback: ``{"score": 0.0 or 1.0, "feedback": text}`` per
-    completion, "" when right; ``style`` as ``lab/feedback.py``: ``"direction"`` ("Your answer 12
+    completion, "" when right; ``style`` as ``tasks/feedback.py``: ``"direction"`` ("Your answer 12
     is too large; the sum is smaller.") or ``"digits"`` ("Your answer 13391 is wrong in the
     hundreds and tens digits: 13??1"); ``rule`` reads the answer as ``exact_match_reward`` does.
     The scores are the rewards; SDPO's teacher reads the feedback (``include_environment_feedback``)."""

@@ -3,10 +3,10 @@
     SDPOFields      SDPO's knobs (TRL's ``trl.experimental.sdpo.SDPOConfig`` names and defaults) plus ours:
                     ``distillation_micro_batch_size``, ``distillation_loss_scale``, the ``sequence`` mode;
                     and how both backends build a batch's teacher prompts from them (``teacher_batch``)
-    SDPOLoopConfig  the scratch loop's (``sdpo/loop.py``): GRPOLoopConfig + SDPOFields
-    TRLSDPOConfig   the YAML ``trainer:`` section of ``algorithm: sdpo, backend: trl``: TRLGRPOConfig + SDPOFields
+    SDPOScratchConfig  the scratch loop's (``sdpo/loop.py``): GRPOScratchConfig + SDPOFields
+    SDPOTRLConfig   the YAML ``trainer:`` section of ``algorithm: sdpo, backend: trl``: GRPOTRLConfig + SDPOFields
 
-``SDPOConfig``, the ``trl.GRPOConfig`` subclass SDPOTrainer is built with, stays in ``sdpo/trl.py``:
+``SDPOTRLArgs``, the ``trl.GRPOConfig`` subclass SDPOTRLTrainer is built with, stays in ``sdpo/trl.py``:
 defining it imports TRL, which must come after Unsloth has patched it (``models.load_policy`` on a GPU),
 and this module is imported by the scratch loop, which never imports TRL.
 
@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass
 
 from sdpo_kit.core.sampling import encode_prompts
-from sdpo_kit.grpo.config import GRPOLoopConfig, TRLGRPOConfig
+from sdpo_kit.grpo.config import GRPOScratchConfig, GRPOTRLConfig
 from sdpo_kit.grpo.loss import LOSS_TYPES
 from sdpo_kit.sdpo.loss import SDPO_MODES
 from sdpo_kit.sdpo.teacher import TEACHER_KINDS, teacher_prompt_batch
@@ -142,10 +142,10 @@ class SDPOFields:
 
 
 @dataclass
-class SDPOLoopConfig(SDPOFields, GRPOLoopConfig):
-    """The scratch SDPO loop's config: GRPO's (``GRPOLoopConfig``) plus ``SDPOFields``."""
+class SDPOScratchConfig(SDPOFields, GRPOScratchConfig):
+    """The scratch SDPO loop's config: GRPO's (``GRPOScratchConfig``) plus ``SDPOFields``."""
 
 
 @dataclass
-class TRLSDPOConfig(SDPOFields, TRLGRPOConfig):
+class SDPOTRLConfig(SDPOFields, GRPOTRLConfig):
     """The YAML ``trainer:`` section for ``algorithm: sdpo``, ``backend: trl``."""

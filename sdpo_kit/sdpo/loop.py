@@ -43,27 +43,27 @@ import torch
 from sdpo_kit.core.logprobs import tempered, token_logprobs
 from sdpo_kit.core.pieces import prepare
 from sdpo_kit.core.sampling import completion_logits
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.grpo.loss import group_advantages, grpo_loss
-from sdpo_kit.sdpo.config import DISTILLATION_LOSS_TYPE, SDPOFields, SDPOLoopConfig  # noqa: F401 (re-exported)
+from sdpo_kit.sdpo.config import SDPOScratchConfig
 from sdpo_kit.sdpo.loss import sdpo_loss
 from sdpo_kit.sdpo.pieces import PIECES
-from sdpo_kit.sdpo.teacher import Teacher, teacher_prompt_batch  # noqa: F401 (teacher_prompt_batch: re-exported)
+from sdpo_kit.sdpo.teacher import Teacher
 
 COVERAGE_WARN_STEPS = 10  # steps in a row without any teacher before saying so (TRL's diagnostics interval)
 
 
-class SDPOLoop(GRPOLoop):
-    """The scratch SDPO trainer (``SDPOLoopConfig``); rows need ``prompt`` and the rewards' columns.
+class SDPOScratchTrainer(GRPOScratchTrainer):
+    """The scratch SDPO trainer (``SDPOScratchConfig``); rows need ``prompt`` and the rewards' columns.
     ``distill_fn``: your per-token distillation loss in place of the library's (``sdpo/pieces.py``)."""
 
     SAMPLER_CORRECTION = False   # its loss has no sampler_weights: sampling_dtype stays float32
 
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
-                 config: SDPOLoopConfig | None = None, *, eval_fn: Callable | None = None,
+                 config: SDPOScratchConfig | None = None, *, eval_fn: Callable | None = None,
                  callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None,
                  distill_fn: Callable | None = None):
-        config = config or SDPOLoopConfig()
+        config = config or SDPOScratchConfig()
         (self.distill_fn,) = prepare(PIECES, config, distill_fn=distill_fn)
         super().__init__(model, tokenizer, reward_funcs, train_rows, config, eval_fn=eval_fn, callbacks=callbacks,
                          reward_weights=reward_weights)
@@ -146,7 +146,7 @@ class SDPOLoop(GRPOLoop):
         }
 
     def optimizer_step(self, loss: torch.Tensor) -> float:
-        """GRPOLoop's step (backward, clip, AdamW, schedule); returns the L2 norm of the change
+        """GRPOScratchTrainer's step (backward, clip, AdamW, schedule); returns the L2 norm of the change
         it made to the trainable parameters (a copy of them is held for the step: cheap on the
         lab's models, one more copy of the weights on a full fine-tune)."""
         params = [p for p in self.model.parameters() if p.requires_grad]

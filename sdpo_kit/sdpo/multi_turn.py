@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import torch
 
 from sdpo_kit.core.sampling import generate_completions, sample
-from sdpo_kit.lab.tasks import completion_text
 from sdpo_kit.rewards import call_reward_with_feedback
+from sdpo_kit.text.answers import completion_text
 from sdpo_kit.text.reprompt import FEEDBACK_TEMPLATE, REPROMPT_TEMPLATE, SOLUTION_TEMPLATE, reprompt
 
 

@@ -1,4 +1,4 @@
-"""SDPO on TRL: ``SDPOTrainer(GRPOTrainer)`` and ``SDPOConfig(GRPOConfig)``.
+"""SDPO on TRL: ``SDPOTRLTrainer(GRPOTrainer)`` and ``SDPOTRLArgs(GRPOConfig)``.
 
 TRL's own ``trl.experimental.sdpo.SDPOTrainer`` is a separate ~1,600-line trainer, not a
 ``GRPOTrainer``, so Unsloth's patched GRPOTrainer (Colab's fast path) never reaches it. This
@@ -17,7 +17,7 @@ to 0 with a warning and the teacher (``sdpo.teacher.Teacher``: live, base, or an
 sits in the reference-model slot. Reward functions may return ``{"score", "feedback"}``: the
 builder wraps them so the feedback reaches the teacher prompts.
 
-Equal to TRL 1.16's SDPOTrainer on the same batch with the same teacher (a test builds both),
+Equal to TRL 1.16's own SDPOTrainer on the same batch with the same teacher (a test builds both),
 except for a teacher prompt over ``max_reprompt_len`` tokens: TRL cuts it from the left, losing the
 question first; here the head of its demonstration goes instead (``SDPOFields.teacher_batch``).
 Two knobs of ours TRL lacks work here too, through the same ``sdpo_loss`` call: the ``sequence``
@@ -38,13 +38,13 @@ from trl import GRPOConfig, GRPOTrainer
 from sdpo_kit.core.logprobs import tempered, token_logprobs
 from sdpo_kit.grpo.loss import grpo_loss
 from sdpo_kit.grpo.trl import build_from_config
-from sdpo_kit.sdpo.config import SDPOFields, TRLSDPOConfig  # noqa: F401 (TRLSDPOConfig: re-exported)
+from sdpo_kit.sdpo.config import SDPOFields, SDPOTRLConfig
 from sdpo_kit.sdpo.loss import sdpo_loss
 from sdpo_kit.sdpo.teacher import Teacher
 
 
 @dataclass
-class SDPOConfig(SDPOFields, GRPOConfig):
+class SDPOTRLArgs(SDPOFields, GRPOConfig):
     """``trl.GRPOConfig`` plus SDPO's fields (TRL's SDPOConfig names and defaults). Defined here, not in
     ``sdpo/config.py``: it derives from TRL's class, looked up after Unsloth has patched it."""
 
@@ -65,8 +65,8 @@ def forward_logits(model, input_ids, attention_mask, T: int, temperature: float)
     return tempered(logits[:, :-1][:, -T:], temperature)                        # (B, T, V)
 
 
-class SDPOTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer trained by self-distillation; args: an ``SDPOConfig``."""
+class SDPOTRLTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer trained by self-distillation; args: an ``SDPOTRLArgs``."""
 
     def __init__(self, *args, feedback_sinks: Sequence[list] = (), **kwargs):
         super().__init__(*args, **kwargs)
@@ -146,7 +146,7 @@ class SDPOTrainer(GRPOTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if return_outputs:
-            raise ValueError("SDPOTrainer does not return outputs")
+            raise ValueError("SDPOTRLTrainer does not return outputs")
         w = self.args.distillation_weight
         student = self._student_logits(model, inputs)                                        # (B, T, V)
         if w == 1.0:  # pure self-distillation: no GRPO advantage is used
@@ -159,7 +159,7 @@ class SDPOTrainer(GRPOTrainer):
 
 
 def with_feedback(reward_funcs) -> tuple[list, type]:
-    """(reward functions wrapped to keep their feedback texts, an SDPOTrainer class that reads them)."""
+    """(reward functions wrapped to keep their feedback texts, an SDPOTRLTrainer class that reads them)."""
     from sdpo_kit.rewards import checked
 
     funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
@@ -170,28 +170,28 @@ def with_feedback(reward_funcs) -> tuple[list, type]:
         w.required_columns = getattr(f, "required_columns", ())
         wrapped.append(w)
 
-    class BoundSDPOTrainer(SDPOTrainer):  # this run's feedback sinks
+    class BoundSDPOTRLTrainer(SDPOTRLTrainer):  # this run's feedback sinks
         def __init__(self, *args, **kwargs):
             super().__init__(*args, feedback_sinks=sinks, **kwargs)
 
-    return wrapped, BoundSDPOTrainer
+    return wrapped, BoundSDPOTRLTrainer
 
 
 def build_trl_sdpo_trainer(model, tokenizer, reward_funcs, train_dataset, **kwargs):
-    """``grpo.trl.build_trl_grpo_trainer`` with ``SDPOTrainer`` / ``SDPOConfig`` (the same arguments
+    """``grpo.trl.build_trl_grpo_trainer`` with ``SDPOTRLTrainer`` / ``SDPOTRLArgs`` (the same arguments
     plus SDPO's fields); reward functions may return ``{"score", "feedback"}``."""
     from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 
     wrapped, trainer_class = with_feedback(reward_funcs)
     return build_trl_grpo_trainer(model, tokenizer, wrapped, train_dataset, trainer_class=trainer_class,
-                                  args_class=SDPOConfig, **kwargs)
+                                  args_class=SDPOTRLArgs, **kwargs)
 
 
-def build_sdpo_from_config(model, tokenizer, reward_funcs, train_rows, config: TRLSDPOConfig, *,
+def build_sdpo_from_config(model, tokenizer, reward_funcs, train_rows, config: SDPOTRLConfig, *,
                            eval_fn: Callable | None = None, callbacks: Sequence = (),
                            reward_weights: Sequence[float] | None = None, verbose: bool = False):
     """What the registry calls for ``algorithm: sdpo, backend: trl``."""
     wrapped, trainer_class = with_feedback(reward_funcs)
     return build_from_config(model, tokenizer, wrapped, train_rows, config, eval_fn=eval_fn, callbacks=callbacks,
                              reward_weights=reward_weights, verbose=verbose, trainer_class=trainer_class,
-                             args_class=SDPOConfig)
+                             args_class=SDPOTRLArgs)

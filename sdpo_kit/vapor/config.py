@@ -3,10 +3,10 @@
     VAPORFields      the tags of the verifiable and preference spans, ``preference_beta`` (DPO's beta),
                      the variant (``as_specified`` | ``additive``) and its ``preference_weight``, and
                      ``scale_rewards="none"`` (A = r - mean of the group, as VAPOR is specified)
-    VAPORLoopConfig  the scratch loop's (``vapor/loop.py``): GRPOLoopConfig + VAPORFields
-    TRLVAPORConfig   the YAML ``trainer:`` section of ``algorithm: vapor, backend: trl``: TRLGRPOConfig + VAPORFields
+    VAPORScratchConfig  the scratch loop's (``vapor/loop.py``): GRPOScratchConfig + VAPORFields
+    VAPORTRLConfig   the YAML ``trainer:`` section of ``algorithm: vapor, backend: trl``: GRPOTRLConfig + VAPORFields
 
-``VAPORConfig``, the ``trl.GRPOConfig`` subclass VAPORTrainer is built with, stays in ``vapor/trl.py``:
+``VAPORTRLArgs``, the ``trl.GRPOConfig`` subclass VAPORTRLTrainer is built with, stays in ``vapor/trl.py``:
 defining it imports TRL, which must come after Unsloth has patched it, and the scratch loop imports
 this module without TRL.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sdpo_kit.grpo.config import GRPOLoopConfig, TRLGRPOConfig
+from sdpo_kit.grpo.config import GRPOScratchConfig, GRPOTRLConfig
 
 VAPOR_VARIANTS = ("as_specified", "additive")
 
@@ -43,10 +43,10 @@ class VAPORFields:
 
 
 @dataclass
-class VAPORLoopConfig(VAPORFields, GRPOLoopConfig):
-    """The scratch VAPOR loop's config: GRPO's (``GRPOLoopConfig``) plus ``VAPORFields``."""
+class VAPORScratchConfig(VAPORFields, GRPOScratchConfig):
+    """The scratch VAPOR loop's config: GRPO's (``GRPOScratchConfig``) plus ``VAPORFields``."""
 
 
 @dataclass
-class TRLVAPORConfig(VAPORFields, TRLGRPOConfig):
+class VAPORTRLConfig(VAPORFields, GRPOTRLConfig):
     """The YAML ``trainer:`` section for ``algorithm: vapor``, ``backend: trl``."""

@@ -19,7 +19,7 @@ Metric keys (besides GRPO's): vapor/preference_term (mean P), vapor/log_preferen
 vapor/verifiable_ratio (mean v), vapor/span_found_frac, vapor/preference_found_frac, and with the
 additive variant loss/dpo.
 
-Left out on purpose: what GRPOLoop leaves out (distributed training, vLLM); the TRL backend
+Left out on purpose: what GRPOScratchTrainer leaves out (distributed training, vLLM); the TRL backend
 (``vapor/trl.py``) has them.
 """
 
@@ -31,10 +31,10 @@ from collections.abc import Callable, Sequence
 import torch
 
 from sdpo_kit.core.checkpoint import is_peft
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.grpo.loss import group_advantages
-from sdpo_kit.lab.tasks import check_preference_rows
-from sdpo_kit.vapor.config import VAPOR_VARIANTS, VAPORFields, VAPORLoopConfig  # noqa: F401 (re-exported)
+from sdpo_kit.tasks.base import check_preference_rows
+from sdpo_kit.vapor.config import VAPORScratchConfig
 from sdpo_kit.vapor.loss import preference_dpo_loss, preference_log_term, vapor_kl, vapor_loss
 from sdpo_kit.vapor.parts import (
     as_reference,
@@ -72,16 +72,16 @@ def vapor_metrics(log_preference: torch.Tensor, found: torch.Tensor, stats: dict
     }
 
 
-class VAPORLoop(GRPOLoop):
+class VAPORScratchTrainer(GRPOScratchTrainer):
     """The scratch VAPOR trainer; rows need ``prompt``, ``chosen``, ``rejected`` and the reward's columns."""
 
     SAMPLER_CORRECTION = False   # its loss has no sampler_weights: sampling_dtype stays float32
 
     def __init__(self, model, tokenizer, reward_funcs: Sequence[Callable], train_rows: list[dict],
-                 config: VAPORLoopConfig | None = None, *, eval_fn: Callable | None = None,
+                 config: VAPORScratchConfig | None = None, *, eval_fn: Callable | None = None,
                  callbacks: Sequence[Callable] = (), reward_weights: Sequence[float] | None = None):
         check_preference_rows(train_rows)
-        super().__init__(model, tokenizer, reward_funcs, train_rows, config or VAPORLoopConfig(), eval_fn=eval_fn,
+        super().__init__(model, tokenizer, reward_funcs, train_rows, config or VAPORScratchConfig(), eval_fn=eval_fn,
                          callbacks=callbacks, reward_weights=reward_weights)
         # the preference term always needs pi_ref: a frozen copy, or the adapters switched off
         if self.ref_model is None and not is_peft(model):

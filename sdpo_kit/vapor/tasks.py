@@ -1,6 +1,6 @@
 """VAPOR's data for a real instruct model: word problems with a tagged answer and a preference pair.
 
-    VaporWordProblemTask()   registered as "vapor_word_problems" (``lab.tasks.TASKS``) when ``sdpo_kit.vapor``
+    VaporWordProblemTask()   registered as "vapor_word_problems" (``tasks.base.TASKS``) when ``sdpo_kit.vapor``
                              is imported; ``sdpo_kit.registry`` imports it, so ``registry.make_task`` knows it
 
 The tiny lab's ``vapor_arithmetic`` asks ``"3+5+1= <answer>"`` and its warm start writes
@@ -18,7 +18,7 @@ tagged, a quarter right). Answers are read with the ``answer_tag`` rule, so an u
 nothing and has no verifiable span. Each row adds ``chosen``, the demonstration's form with the right
 answer (``"13 - 4 = 9 <answer>9</answer>"``), and ``rejected``, the same form with a near miss (off by
 1 or 2 in the working and in the tags, as a slip in the sum gives), drawn from ``seed`` and the problem
-so rows are the same in every run, as ``lab.tasks.VaporArithmeticTask`` draws them.
+so rows are the same in every run, as ``tasks.arithmetic.VaporArithmeticTask`` draws them.
 
 Everything else (problems, difficulty, the split by ``problem_key``) is ``WordProblemTask``'s.
 Left out on purpose: pairs that differ in form rather than in the number (a missing tag, a rambling
@@ -30,8 +30,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from sdpo_kit.lab.tasks import TASKS
-from sdpo_kit.lab.word_problems import WordProblemTask
+from sdpo_kit.tasks.base import TASKS
+from sdpo_kit.tasks.word_problems import WordProblemTask
 
 INSTRUCTION = "Example: What is 4 + 3?\nAnswer: 4 + 3 = 7 <answer>7</answer>\n\nNow: {question}\nAnswer:"
 

@@ -1,4 +1,4 @@
-"""VAPOR on TRL: ``VAPORTrainer(GRPOTrainer)`` and ``VAPORConfig(GRPOConfig)`` (the objective: ``vapor/loss.py``).
+"""VAPOR on TRL: ``VAPORTRLTrainer(GRPOTrainer)`` and ``VAPORTRLArgs(GRPOConfig)`` (the objective: ``vapor/loss.py``).
 
 The trainer overrides only what it must:
 
@@ -37,8 +37,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from sdpo_kit.core.checkpoint import is_peft
 from sdpo_kit.grpo.trl import build_from_config
-from sdpo_kit.lab.tasks import check_preference_rows
-from sdpo_kit.vapor.config import TRLVAPORConfig  # noqa: F401 (re-exported)
+from sdpo_kit.tasks.base import check_preference_rows
+from sdpo_kit.vapor.config import VAPORTRLConfig
 from sdpo_kit.vapor.loop import vapor_metrics, vapor_objective
 from sdpo_kit.vapor.loss import preference_log_term, vapor_kl
 from sdpo_kit.vapor.parts import (
@@ -51,7 +51,7 @@ from sdpo_kit.vapor.parts import (
 
 
 @dataclass
-class VAPORConfig(GRPOConfig):
+class VAPORTRLArgs(GRPOConfig):
     """``trl.GRPOConfig`` plus VAPOR's fields (``beta`` stays TRL's KL weight). Defined here, not in
     ``vapor/config.py``: it derives from TRL's class, looked up after Unsloth has patched it."""
 
@@ -95,8 +95,8 @@ def _cat_padded(a: torch.Tensor, b: torch.Tensor, value) -> torch.Tensor:
     return torch.cat([pad(a), pad(b)])
 
 
-class VAPORTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer with VAPOR's objective; args: a ``VAPORConfig``. Rows need ``chosen`` and
+class VAPORTRLTrainer(GRPOTrainer):
+    """TRL's GRPOTrainer with VAPOR's objective; args: a ``VAPORTRLArgs``. Rows need ``chosen`` and
     ``rejected`` besides ``prompt`` and the reward's columns."""
 
     def __init__(self, *args, **kwargs):
@@ -163,18 +163,18 @@ class VAPORTrainer(GRPOTrainer):
 
 
 def build_trl_vapor_trainer(model, tokenizer, reward_funcs, train_dataset, **kwargs):
-    """``grpo.trl.build_trl_grpo_trainer`` with ``VAPORTrainer`` / ``VAPORConfig`` (same arguments,
+    """``grpo.trl.build_trl_grpo_trainer`` with ``VAPORTRLTrainer`` / ``VAPORTRLArgs`` (same arguments,
     plus VAPOR's fields: verifiable_term_split, preference_term_split, preference_beta, ...)."""
     from sdpo_kit.grpo.trl import build_trl_grpo_trainer
 
-    return build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, trainer_class=VAPORTrainer,
-                                  args_class=VAPORConfig, **kwargs)
+    return build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, trainer_class=VAPORTRLTrainer,
+                                  args_class=VAPORTRLArgs, **kwargs)
 
 
-def build_vapor_from_config(model, tokenizer, reward_funcs, train_rows, config: TRLVAPORConfig, *,
+def build_vapor_from_config(model, tokenizer, reward_funcs, train_rows, config: VAPORTRLConfig, *,
                             eval_fn: Callable | None = None, callbacks: Sequence = (),
                             reward_weights: Sequence[float] | None = None, verbose: bool = False):
     """What the registry calls for ``algorithm: vapor, backend: trl``."""
     return build_from_config(model, tokenizer, reward_funcs, train_rows, config, eval_fn=eval_fn, callbacks=callbacks,
-                             reward_weights=reward_weights, verbose=verbose, trainer_class=VAPORTrainer,
-                             args_class=VAPORConfig)
+                             reward_weights=reward_weights, verbose=verbose, trainer_class=VAPORTRLTrainer,
+                             args_class=VAPORTRLArgs)

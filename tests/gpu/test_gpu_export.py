@@ -16,11 +16,11 @@ from gpu_checks import GPU, skip_unless
 from sdpo_kit.core.checkpoint import save_model
 from sdpo_kit.core.config import dump_config
 from sdpo_kit.deploy.export import export, round_trip
-from sdpo_kit.grpo.loop import GRPOLoop
-from sdpo_kit.lab.tasks import ArithmeticTask
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.models import load_policy
 from sdpo_kit.registry import config_from_dict
 from sdpo_kit.rewards import exact_match_reward
+from sdpo_kit.tasks import ArithmeticTask
 
 pytestmark = [*GPU, skip_unless("bitsandbytes")]
 PROMPTS = [[{"role": "user", "content": q}] for q in ("1+2+3=", "9+9+9=", "4+0+7=", "5+5+1=")]
@@ -35,7 +35,7 @@ def test_merge_of_a_4bit_lora_run_goes_into_a_16bit_base(lab_dir, tmp_path, reco
                                         "max_completion_length": 4, "eval_every": 0}})
     model, tok = load_policy(str(lab_dir), load_in_4bit=True, lora=4, use_unsloth=False)
     rows, _ = ArithmeticTask(n_eval=40).splits()
-    GRPOLoop(model, tok, [exact_match_reward()], rows, cfg.trainer).train()
+    GRPOScratchTrainer(model, tok, [exact_match_reward()], rows, cfg.trainer).train()
     run = tmp_path / "run"
     run.mkdir(exist_ok=True)
     dump_config(cfg, run / "config.yaml")

@@ -25,9 +25,9 @@ def finite_logits(model, tok) -> bool:
 
 @skip_unless("unsloth")
 def test_unsloth_import_order_gives_the_patched_trainer():
-    """unsloth first, then our trainers: SDPOTrainer derives from Unsloth's patched GRPOTrainer."""
-    out, _ = run_script("import unsloth, trl\nfrom sdpo_kit.sdpo.trl import SDPOTrainer\n"
-                        "print('MRO', SDPOTrainer.__mro__[1] is trl.GRPOTrainer, 'Unsloth' in trl.GRPOTrainer.__name__)",
+    """unsloth first, then our trainers: SDPOTRLTrainer derives from Unsloth's patched GRPOTrainer."""
+    out, _ = run_script("import unsloth, trl\nfrom sdpo_kit.sdpo.trl import SDPOTRLTrainer\n"
+                        "print('MRO', SDPOTRLTrainer.__mro__[1] is trl.GRPOTrainer, 'Unsloth' in trl.GRPOTrainer.__name__)",
                         ROOT, {}, timeout=600)
     assert [line for line in out.splitlines() if line.startswith("MRO")][-1] == "MRO True True"
 

@@ -1,5 +1,5 @@
 """GPU check, ``examples/sdpo_rich_feedback.py``'s CUDA path: a small coder model, the shipped code
-problems, the ``code`` reward's feedback in our TRL SDPOTrainer's teacher prompts, two steps with the
+problems, the ``code`` reward's feedback in our SDPOTRLTrainer's teacher prompts, two steps with the
 T4 preset, the pass rate on every test before and after.
 
 Skipped without CUDA, without trl, and without a coder model on this machine: the one named by

@@ -1,6 +1,6 @@
 """GPU checks, training: the scratch scaffold's mixed precision (the dtype the capability gives, fp16
 with its gradient scaler, a loss that goes down), a few scratch GRPO and SDPO steps, and TRL's
-GRPOTrainer and our SDPOTrainer for a few steps on CUDA (the T4 preset: fp16, gradient checkpointing).
+GRPOTrainer and our SDPOTRLTrainer for a few steps on CUDA (the T4 preset: fp16, gradient checkpointing).
 
 Skipped without CUDA (and the TRL checks without trl).
 """
@@ -15,14 +15,14 @@ from gpu_checks import GPU, skip_unless
 
 from sdpo_kit.core.precision import device_precision
 from sdpo_kit.core.scratch import RunConfig, ScratchTrainer
-from sdpo_kit.grpo.config import GRPOLoopConfig
-from sdpo_kit.grpo.loop import GRPOLoop
+from sdpo_kit.grpo.config import GRPOScratchConfig
+from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
-from sdpo_kit.lab.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy, resolve_dtype
 from sdpo_kit.rewards import exact_match_reward
-from sdpo_kit.sdpo.config import SDPOLoopConfig
-from sdpo_kit.sdpo.loop import SDPOLoop
+from sdpo_kit.sdpo.config import SDPOScratchConfig
+from sdpo_kit.sdpo.loop import SDPOScratchTrainer
+from sdpo_kit.tasks import ArithmeticTask
 
 pytestmark = GPU
 TASK = ArithmeticTask(n_eval=40)
@@ -84,7 +84,7 @@ def test_mixed_precision_loss_goes_down(mode, record_property):
 def test_scratch_grpo_steps(mode):
     """Three scratch GRPO steps on the warm-started tiny lab (fp16 weights in): finite losses, the weights move."""
     model, tok = lab_on_cuda()
-    loop = GRPOLoop(model, tok, [exact_match_reward()], ROWS, GRPOLoopConfig(**SMALL, mixed_precision=mode))
+    loop = GRPOScratchTrainer(model, tok, [exact_match_reward()], ROWS, GRPOScratchConfig(**SMALL, mixed_precision=mode))
     before = [p.detach().clone() for p in model.parameters()]
     rows = [r for r in loop.train() if "loss" in r]
     assert len(rows) == 3 and all(math.isfinite(r["loss"]) for r in rows)
@@ -94,7 +94,7 @@ def test_scratch_grpo_steps(mode):
 def test_scratch_sdpo_steps():
     """Three scratch SDPO steps in fp16: finite losses, a teacher for some rows, the weights move."""
     model, tok = lab_on_cuda()
-    loop = SDPOLoop(model, tok, [char_reward], ROWS, SDPOLoopConfig(**SMALL, success_reward_threshold=0.5,
+    loop = SDPOScratchTrainer(model, tok, [char_reward], ROWS, SDPOScratchConfig(**SMALL, success_reward_threshold=0.5,
                                                                     mixed_precision="fp16"))
     rows = [r for r in loop.train() if "loss" in r]
     assert len(rows) == 3 and all(math.isfinite(r["loss"]) for r in rows)

@@ -18,7 +18,7 @@ def test_trl_grpo_with_vllm_colocate(lab_dir, tmp_path, record_property):
     code = f"""
 import math, torch
 from sdpo_kit.grpo.trl import build_trl_grpo_trainer
-from sdpo_kit.lab.tasks import ArithmeticTask
+from sdpo_kit.tasks import ArithmeticTask
 from sdpo_kit.models import load_policy
 from sdpo_kit.rewards import exact_match_reward
 model, tok = load_policy({str(lab_dir)!r}, lora=False, dtype="fp16", use_unsloth=False)

@@ -1,7 +1,7 @@
 """VAPOR's real-model data on SmolLM2-135M-Instruct's own tokenizer: the preference spans of every pair
 are found on its BPE tokens, and they hold the answer's digits."""
 
-from sdpo_kit.lab.tasks import make_task
+from sdpo_kit import make_task
 from sdpo_kit.vapor.parts import preference_batch
 from sdpo_kit.vapor.spans import find_span_token_indices
 

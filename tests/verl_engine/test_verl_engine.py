@@ -107,7 +107,7 @@ def test_the_parquet_loads_through_rlhf_dataset_with_our_tokenizer(exported):
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit import make_task
 
     cfg, out = exported
     config = verl_config(out)
@@ -130,7 +130,7 @@ def test_verls_reward_manager_scores_a_dataproto_as_our_trainers_do(exported):
     from verl.trainer.ppo.reward import load_reward_manager
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
-    from sdpo_kit.lab.tasks import make_task
+    from sdpo_kit import make_task
     from sdpo_kit.rewards import compute_rewards, make_reward
 
     cfg, out = exported

@@ -1,10 +1,10 @@
 """Notebook 01 (policy gradient from scratch): the settings that follow the model.
 
-``task`` a task of ``lab.tasks.TASKS`` and its settings; ``max_new_tokens`` the completion budget (characters
+``task`` a task of ``tasks.base.TASKS`` and its settings; ``max_new_tokens`` the completion budget (characters
 for the tiny lab, tokens for a real model); ``temperature`` the sampling temperature; ``group`` G, the
 completions per prompt; ``prompts`` the prompts per training step (a batch is ``prompts * group``
 completions); ``lr`` AdamW's first rate (it decays linearly to 0); ``steps`` the steps of each of the two
-training runs (inline, then ``GRPOLoop``); ``n_var_batches`` and ``var_prompts`` the size of the
+training runs (inline, then ``GRPOScratchTrainer``); ``n_var_batches`` and ``var_prompts`` the size of the
 gradient-variance experiment; ``n_eval`` the held-out problems; ``min_lift`` the rise in held-out greedy
 accuracy each run is checked for (measured on the full-size tiny-lab run, seed 0: +0.20 for both runs;
 None where a run is too short to promise one, as in smoke mode, or was not measured).

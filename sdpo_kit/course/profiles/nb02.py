@@ -1,11 +1,11 @@
 """Notebook 02 (GRPO: the ratio and PPO's clip, the k3 KL, the four aggregations, the scratch loop and TRL):
 the settings that follow the model. Sections 1 to 3 are tensor code and use none of them.
 
-``task`` a task of ``lab.tasks.TASKS`` and its settings (the prompt format and the answer rule are the task's);
+``task`` a task of ``tasks.base.TASKS`` and its settings (the prompt format and the answer rule are the task's);
 ``max_new_tokens`` the completion budget (characters for the tiny lab, tokens for a real model); ``prompts``
 the prompts per training step and ``group`` G, the completions per prompt (a batch is ``prompts * group``
 completions); ``lr`` AdamW's first rate (it decays linearly to 0); ``steps`` the steps of each of the two runs
-(the scratch ``GRPOLoop``, then TRL's ``GRPOTrainer``); ``n_eval`` the held-out problems; ``trl_preset`` the
+(the scratch ``GRPOScratchTrainer``, then TRL's ``GRPOTrainer``); ``n_eval`` the held-out problems; ``trl_preset`` the
 TRL preset (``"cpu"``: fp32; ``"t4"``: 16 bits, gradient checkpointing; ``"auto"``: t4 on a GPU, else cpu);
 ``num_threads`` torch's CPU threads (the tiny lab's matmuls are too small to split); ``min_lift`` the rise in
 held-out greedy accuracy both runs are checked for at the end (the full-size tiny-lab run, seed 0, gains

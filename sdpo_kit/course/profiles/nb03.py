@@ -1,6 +1,6 @@
 """Notebook 03 (rewards: verifiable, self-scored and supervised): the settings that follow the model.
 
-``task`` names a task of ``lab.tasks.TASKS`` and its settings (the prompt format and the answer rule are
+``task`` names a task of ``tasks.base.TASKS`` and its settings (the prompt format and the answer rule are
 the task's); ``max_new_tokens`` the completion budget (characters for the tiny lab, tokens for a real
 model); ``group`` the completions per prompt (G); ``n_probe`` the held-out prompts whose G samples every
 reward scores; ``hack_steps`` the GRPO steps of each reward-hacking run, ``prompts`` its prompts per step

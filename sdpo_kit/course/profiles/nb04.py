@@ -1,7 +1,7 @@
 """Notebook 04 (VAPOR, a case study): the settings that follow the model.
 
 ``load_kw`` goes to ``models.load_policy`` (the tiny lab warm-starts on the tagged sums as
-``configs/vapor.yaml`` does); ``task`` to ``lab.tasks.make_task`` (a task whose rows carry a ``chosen`` and a
+``configs/vapor.yaml`` does); ``task`` to ``tasks.base.make_task`` (a task whose rows carry a ``chosen`` and a
 ``rejected`` answer); ``max_new_tokens`` is the completion budget (characters for the tiny lab, tokens for a
 real model); ``prompts`` x ``group`` completions per step; ``lr`` AdamW's, decayed linearly to 0; ``steps``
 each training run's (section 5), ``eval_every`` its held-out evaluations; ``probe_steps`` the VAPOR steps that

@@ -4,7 +4,7 @@ The tiny lab runs the SDPO skill lab (``configs/sdpo_lab.yaml``: long addition w
 ends of its dial; a real model runs one model, with LoRA. The settings:
 
 ``config``          the run config whose ``model.lab`` recipe builds the tiny lab's warm starts (None: a real model)
-``task``            ``lab.tasks.make_task`` arguments
+``task``            ``tasks.base.make_task`` arguments
 ``dial``            the warm starts' ``context_steps``, bottom and top (None: a real model, one model)
 ``warm_start``      changes to the config's warm-start recipe (smoke: small, cheap warm starts)
 ``load``            ``models.load_policy`` arguments for a real model (a 16-bit base: the copy per question

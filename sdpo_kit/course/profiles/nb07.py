@@ -1,6 +1,6 @@
 """Notebook 07 (teacher-student PPO): the student, its teacher, the reward model and the sizes per model.
 
-``task`` the task's arguments (``lab.tasks.make_task``); ``max_new_tokens`` the completion budget
+``task`` the task's arguments (``tasks.base.make_task``); ``max_new_tokens`` the completion budget
 (characters on the tiny lab, tokens on a real model); ``teacher`` (name, ``load_policy`` kwargs) and
 ``teacher_demo`` the chat messages the teacher reads before each question (the real CPU model's teacher is
 the same model shown two worked answers: context distillation); ``reward_model`` the learned reward of

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from sdpo_kit.core.plotting import in_notebook
+from sdpo_kit.viz.plots import in_notebook
 
 
 def default(control):

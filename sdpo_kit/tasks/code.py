@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from sdpo_kit.lab.tasks import HINT_TEMPLATE, TASKS
 from sdpo_kit.sandbox.batch import run_programs_many
 from sdpo_kit.sandbox.feedback import render_feedback
 from sdpo_kit.sandbox.runner import TestOutcome
+from sdpo_kit.tasks.base import HINT_TEMPLATE, TASKS
 from sdpo_kit.text.answers import completion_text
 
 FN_NAME = "f"

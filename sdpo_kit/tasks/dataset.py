@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdpo_kit.core.user_code import UserCodeError, load_function, resolve_file
-from sdpo_kit.lab.tasks import TASKS, greedy_accuracy
+from sdpo_kit.tasks.base import TASKS, greedy_accuracy
 from sdpo_kit.text import answers
 
 FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}

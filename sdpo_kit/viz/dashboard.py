@@ -1,8 +1,8 @@
 """The training dashboard: live plots, progress, the latest sampled completions and a stop button.
 
-One ``Dashboard`` for both backends. Pass it as a callback (``GRPOLoop(..., callbacks=[dash])``,
+One ``Dashboard`` for both backends. Pass it as a callback (``GRPOScratchTrainer(..., callbacks=[dash])``,
 ``build_trl_grpo_trainer(..., callbacks=[dash])``, the other algorithms alike): each metrics row
-updates the plot panels (``core.plotting.LivePlot``) and the progress line (step, s/step from
+updates the plot panels (``viz.plots.LivePlot``) and the progress line (step, s/step from
 ``time/step_s``, time left); each step's sampled completions (``core.completions``) fill the table
 (prompt, completion, reward in total and per function, feedback, and for SDPO the teacher prompt and
 whether the row had a teacher). The stop button sets ``stop_requested``: the trainer finishes the
@@ -44,8 +44,8 @@ from pathlib import Path
 from transformers.trainer_callback import TrainerCallback
 
 from sdpo_kit.core.metrics import SUMMARY_KEY, is_train_summary, metrics_from_trl_logs
-from sdpo_kit.core.plotting import DEFAULT_PANELS, LivePlot
 from sdpo_kit.core.trl_base import train_trl
+from sdpo_kit.viz.plots import DEFAULT_PANELS, LivePlot
 
 TEXT_COLUMNS = ("prompt", "completion", "feedback", "teacher_prompt")
 

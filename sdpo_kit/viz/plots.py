@@ -1,13 +1,13 @@
 """Live training plots: one dashboard that redraws in place in Jupyter and writes a PNG headless.
 
 * ``LivePlot(panels, title, png_path, every, max_cols)``: call it with each metrics dict (it is
-  a ``GRPOLoop`` callback: ``GRPOLoop(..., callbacks=[plot])``). Inside a Jupyter / Colab
+  a ``GRPOScratchTrainer`` callback: ``GRPOScratchTrainer(..., callbacks=[plot])``). Inside a Jupyter / Colab
   kernel it redraws on ONE display handle (``display(..., display_id=True)`` once, then
   ``handle.update``), never blocks and never calls ``plt.show()``. Headless it only writes
   ``png_path`` (when set) and never opens a window. It draws with the matplotlib Figure API
   (``Figure`` + ``FigureCanvasAgg``), not pyplot, so it works under ``MPLBACKEND=Agg`` and
   leaves no figure open in pyplot. Every metric, plotted or not, is kept in ``plot.history``.
-* ``metrics_from_trl_logs(logs, step)`` (from ``sdpo_kit.core.metrics``, re-exported): TRL 1.16
+* ``metrics_from_trl_logs(logs, step)`` (``sdpo_kit.core.metrics``): TRL 1.16
   ``GRPOTrainer`` log names -> sdpo_kit's (``reward`` -> ``reward/mean``, ...).
 * ``LivePlotCallback(plot)``: a ``transformers.TrainerCallback`` that feeds a ``LivePlot``
   from any TRL / transformers trainer's logs and writes the PNG at the end of training.
@@ -36,7 +36,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from transformers.trainer_callback import TrainerCallback
 
-from sdpo_kit.core.metrics import SUMMARY_KEY, TRL_TO_SDPO, is_train_summary, metrics_from_trl_logs  # noqa: F401 (re-exported)
+from sdpo_kit.core.metrics import SUMMARY_KEY, is_train_summary, metrics_from_trl_logs
 
 
 @dataclass

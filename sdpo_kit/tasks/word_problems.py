@@ -30,7 +30,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from sdpo_kit.lab.tasks import TASKS, ArithmeticTask
+from sdpo_kit.tasks.arithmetic import ArithmeticTask
+from sdpo_kit.tasks.base import TASKS
 
 NAMES = ("Tom", "Anna", "Ben", "Maya", "Sam", "Lily", "Omar", "Zoe", "Leo", "Nina", "Jack", "Emma")
 THINGS = ("apples", "marbles", "books", "stickers", "pencils", "cookies", "cards", "shells", "stamps", "coins")

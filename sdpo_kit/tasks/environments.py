@@ -18,7 +18,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from sdpo_kit.lab.tasks import ArithmeticTask, completion_text
+from sdpo_kit.tasks.arithmetic import ArithmeticTask
+from sdpo_kit.text.answers import completion_text
 
 
 @runtime_checkable

@@ -1,26 +1,16 @@
-"""Synthetic verifiable tasks, generated in code (no downloads), and the ``Task`` protocol.
+"""Synthetic verifiable tasks, generated in code (no downloads), the tiny lab's and the SDPO skill lab's.
 
-A task makes chat rows ``{"prompt": [{"role": "user", "content": ...}], "answer": "..."}``,
-splits them into train / held-out disjoint by problem (``problem_key``: a sum's operands as a
-multiset, so no reordering of a held-out question is trained on), scores completions with a verifiable
-reward and measures greedy accuracy of a model on a split. Every task implements ``Task``:
-
-    name, answer_column                the rows' answer column (``"answer"``)
-    splits() -> (train_rows, heldout_rows)
-    reward(prompts, completions, **columns) -> list[float]     TRL's reward signature
-    is_correct(completion, answer) -> bool                     the one correctness rule
-    evaluate(model, tokenizer, rows=None) -> float             greedy accuracy (held-out by default)
-
-One ``is_correct`` decides both the exact-match reward and held-out accuracy, so a completion
-the reward pays for is one evaluation counts: ``answers_match`` forgives surrounding spaces,
-a trailing ``.`` and thousands commas (``"9."`` and ``"1,000"`` are right) on both sides.
+Each is a ``Task`` (``tasks/base.py``): chat rows split into train / held-out disjoint by problem
+(``problem_key``: a sum's operands as a multiset, so no reordering of a held-out question is trained on), a
+verifiable reward, greedy held-out accuracy. ``answers_match`` forgives
+surrounding spaces, a trailing ``.`` and thousands commas (``"9."`` and ``"1,000"`` are right) on both sides.
 
 Difficulty knobs (``digits``, ``terms``) let the same task serve the tiny CPU model
 (1-digit, 3 terms) and a 0.5B model on a T4 (3-digit, 4 terms, say); ``long_addition`` (two
 4-digit operands, feedback that names the wrong digits) is the SDPO skill lab's task.
 
-Left out on purpose: multi-turn environments and natural-language word problems; later
-tracks (SDPO feedback, verl) add what they need on top of ``Task``.
+Left out on purpose: multi-turn environments (``environments.py``) and natural-language word problems
+(``word_problems.py``).
 """
 
 from __future__ import annotations
@@ -29,44 +19,19 @@ import functools
 import itertools
 import random
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
-import torch
-
-from sdpo_kit.lab.feedback import FEEDBACK_STYLES
+from sdpo_kit.tasks.base import HINT_TEMPLATE, TASKS, extract_answer, greedy_accuracy, is_correct, prompt_text
+from sdpo_kit.tasks.feedback import FEEDBACK_STYLES
 from sdpo_kit.text import answers
-from sdpo_kit.text.answers import answers_match, as_rule, completion_text, normalise_answer  # noqa: F401 (re-exported)
+from sdpo_kit.text.answers import as_rule
 
-# the reprompt used by the warm start's copy examples and, later, by SDPO's teacher:
-# the question followed by a solution that worked. plain ASCII so the tiny tokenizer covers it.
-HINT_TEMPLATE = "{question}\nCorrect answer: {solution}"
 # large spaces (3 digits x 4 terms = 10^12 problems) are sampled, not enumerated: cap the default
 DEFAULT_MAX_TRAIN = 20_000
 
 
-def prompt_text(prompt) -> str:
-    """The last user message of a chat prompt, or the prompt itself when it is a string."""
-    if isinstance(prompt, str):
-        return prompt
-    users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
-    return users[-1] if users else completion_text(prompt)
-
-
-def extract_answer(text, rule=False) -> str | None:
-    """``answers.extract_answer`` under ``rule``: an answer rule's name, or a bool (True: the
-    ``<answer>`` tag, False: the first line, the tiny lab's rules). Never raises."""
-    return answers.extract_answer(text, as_rule(rule))
-
-
-def is_correct(completion, answer, rule=False) -> bool:
-    """The correctness rule shared by the exact-match reward and held-out evaluation (``rule`` as
-    ``extract_answer``)."""
-    return answers.is_correct(completion, answer, as_rule(rule))
-
-
 def arithmetic_feedback(completion, answer, rule=False, style: str = "direction") -> str:
     """A checker's feedback on a sum ("" when right): whether the answer is missing or not a
-    number, else by ``style`` (``lab/feedback.py``): ``"direction"``, too large or too small
+    number, else by ``style`` (``tasks/feedback.py``): ``"direction"``, too large or too small
     ("Your answer 12 is too large; the sum is smaller."); ``"digits"``, which digits are wrong
     ("Your answer 13391 is wrong in the hundreds and tens digits: 13??1"). ``rule`` as
     ``extract_answer``: "76 + 88 = 154" read by ``auto`` is the answer 154."""
@@ -78,40 +43,6 @@ def arithmetic_feedback(completion, answer, rule=False, style: str = "direction"
     got = extract_answer(completion, rule)
     # the styles compare numbers ("0154" is 154); the rule compares as written: a wrong answer is never told it is right
     return FEEDBACK_STYLES[style](got, str(answer), rule) or f"Your answer {got!r} is not written as the plain number."
-
-
-@runtime_checkable
-class Task(Protocol):
-    """What the trainers, the CLI and the evaluators need from a task (see the module docstring)."""
-
-    name: str
-    answer_column: str
-
-    def splits(self) -> tuple[list[dict], list[dict]]: ...
-
-    def reward(self, prompts, completions, **columns) -> list[float]: ...
-
-    def is_correct(self, completion, answer) -> bool: ...
-
-    def evaluate(self, model, tokenizer, rows: list[dict] | None = None) -> float: ...
-
-
-@torch.no_grad()
-def greedy_accuracy(task: Task, model, tokenizer, rows: list[dict], *, max_new_tokens: int,
-                    batch_size: int = 256) -> float:
-    """Fraction of ``rows`` whose greedy completion ``task.is_correct`` accepts (batched)."""
-    if not rows:
-        raise ValueError("evaluate() got no rows")
-    from sdpo_kit.core.sampling import generate_completions
-
-    correct = 0
-    for i in range(0, len(rows), batch_size):
-        chunk = rows[i : i + batch_size]
-        texts = generate_completions(model, tokenizer, [r["prompt"] for r in chunk],
-                                     max_new_tokens=max_new_tokens, do_sample=False)
-        correct += sum(task.is_correct(t, r[task.answer_column]) for t, r in zip(texts, chunk))
-    return correct / len(rows)
-
 
 @dataclass
 class ArithmeticTask:
@@ -134,7 +65,7 @@ class ArithmeticTask:
     n_eval: int = 200
     n_train: int | None = None  # None: every problem not held out, at most DEFAULT_MAX_TRAIN
     seed: int = 0
-    feedback_style: str = "direction"   # what feedback() says of a wrong sum: direction | digits (lab/feedback.py)
+    feedback_style: str = "direction"   # what feedback() says of a wrong sum: direction | digits (tasks/feedback.py)
     answer_rule: str | None = None      # text/answers.py; None: answer_tag when tagged, else first_line
     system_prompt: str | None = None    # a system turn before the question (chat) or a first paragraph (plain)
     instruction: str | None = None      # a template around the question: "{question} Answer with a number."
@@ -293,21 +224,6 @@ class ArithmeticTask:
         n = len(str(self.terms * (10**self.digits - 1)))
         return n + (len("<answer></answer>") if self.tagged else 0) + 2
 
-
-PREFERENCE_COLUMNS = ("chosen", "rejected")
-
-
-def check_preference_rows(rows: list[dict], columns=PREFERENCE_COLUMNS) -> None:
-    """ValueError naming the row and the column when a preference row lacks ``chosen`` /
-    ``rejected`` or holds something that is not a non-empty string."""
-    for i, row in enumerate(rows):
-        for col in columns:
-            if col not in row:
-                raise ValueError(f"row {i}: column {col!r} is missing (a preference row needs {list(columns)})")
-            if not isinstance(row[col], str) or not row[col]:
-                raise ValueError(f"row {i}: column {col!r} must be a non-empty string, got {row[col]!r}")
-
-
 @dataclass
 class VaporArithmeticTask(ArithmeticTask):
     """The tagged arithmetic task with one preference pair per prompt (VAPOR's data).
@@ -328,25 +244,12 @@ class VaporArithmeticTask(ArithmeticTask):
         return {**row, "chosen": self.format_answer(str(answer)), "rejected": self.format_answer(str(wrong))}
 
 
-# name -> factory; a new task registers here (one line)
-TASKS = {
+TASKS.update({
     "arithmetic": ArithmeticTask,
     "tagged_arithmetic": functools.partial(ArithmeticTask, tagged=True),
     "vapor_arithmetic": VaporArithmeticTask,
     # the SDPO skill lab (lab/skill.py): two 4-digit operands, a 4-5 digit answer, feedback that
-    # names the wrong digits (lab/feedback.py)
+    # names the wrong digits (tasks/feedback.py)
     "long_addition": functools.partial(ArithmeticTask, digits=4, terms=2, feedback_style="digits"),
-}
+})
 TASKS["tagged"] = TASKS["tagged_arithmetic"]  # short alias
-
-
-def make_task(name: str = "arithmetic", **kwargs) -> Task:
-    """Task factory: a name from ``TASKS`` and its keyword arguments. ``TASKS`` holds the lab's tasks
-    once ``sdpo_kit.lab`` is imported; an algorithm's own tasks register from its package (VAPOR's
-    ``vapor_word_problems`` from ``sdpo_kit.vapor.tasks``), so callers above the algorithms use
-    ``sdpo_kit.registry.make_task``, which knows them all."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; choose one of {sorted(TASKS)} (some tasks register from their "
-                         "algorithm's package, e.g. vapor_word_problems from sdpo_kit.vapor.tasks; "
-                         "sdpo_kit.registry.make_task knows them all)")
-    return TASKS[name](**kwargs)
