@@ -9,7 +9,7 @@ The public API is one import, as ``from trl import GRPOConfig, GRPOTrainer`` is 
     sk.export(summary["output_dir"], "merged")
 
 ``__all__`` lists it: ``train``, ``load_config``, ``load_policy``, ``make_task``, ``make_reward``, ``evaluate``,
-``export``, ``export_verl``, the presets, each trainer and its config (``<ALGORITHM><Backend>Trainer`` /
+``export``, ``export_verl``, the presets (``preset_names``, ``preset_path``), each trainer and its config (``<ALGORITHM><Backend>Trainer`` /
 ``<ALGORITHM><Backend>Config``, as a YAML file names the algorithm and the backend), ``losses`` (the math) and
 the errors a run raises. Every name loads on first use, so ``import sdpo_kit`` imports neither torch nor TRL
 (TRL must come after Unsloth on a GPU: ``load_policy`` imports Unsloth first). A room is an attribute too
@@ -18,8 +18,8 @@ the errors a run raises. Every name loads on first use, so ``import sdpo_kit`` i
 The rooms, floor by floor from the bottom; a room imports its own modules and lower floors only
 (``tests/test_layout.py`` holds the order):
 
-    1  core/                the machinery every algorithm runs on: log-probs, sampling, the scratch scaffold,
-                            checkpoints, metrics, the run config, a learner's pieces
+    1  core/, presets/      the machinery every algorithm runs on: log-probs, sampling, the scratch scaffold,
+                            checkpoints, metrics, the run config, a learner's pieces; the course's YAML configs
     2  text/, viz/          answer rules and ``completion_text``; SDPO's teacher prompts (``text.reprompt``);
                             the dashboard, live plots and explorers
     3  sandbox/             running model-written Python in a locked-down child process, graded by test cases
@@ -49,6 +49,8 @@ EXPORTS = {
     "export": "sdpo_kit.deploy.export:export",
     "export_verl": "sdpo_kit.deploy.verl:export_verl",
     "Config": "sdpo_kit.core.config:Config",
+    "preset_names": "sdpo_kit.presets:preset_names",
+    "preset_path": "sdpo_kit.presets:preset_path",
     # the trainers and their configs, one per algorithm and backend
     "GRPOScratchTrainer": "sdpo_kit.grpo.loop:GRPOScratchTrainer",
     "GRPOScratchConfig": "sdpo_kit.grpo.config:GRPOScratchConfig",

@@ -1,11 +1,15 @@
 """The ``sdpo-kit`` command line: a thin argparse front of the library.
 
-    sdpo-kit train CONFIG.yaml [--backend scratch|trl] [--max-steps N] [--output-dir D]
+    sdpo-kit train PRESET_OR_CONFIG.yaml [--backend scratch|trl] [--max-steps N] [--output-dir D]
                                [--resume-from D0/checkpoint-N] [--report-to none|tensorboard|trackio|wandb]
                                [--set section.key=value ...]
     sdpo-kit eval RUN_DIR_OR_MODEL --config CFG [--set ...]
     sdpo-kit export RUN_DIR [--format lora|merged|merged_4bit|gguf]
     sdpo-kit export-verl CONFIG --out DIR
+    sdpo-kit presets
+
+A config is a preset's name (``first_run``, ``demo``: ``sdpo-kit presets`` lists them, shipped in the package)
+or a YAML file's path.
 
 ``train`` loads the config (``sdpo_kit.registry.load_config``) and hands it to ``sdpo_kit.training.train``,
 which builds and runs the registered trainer and says which files it writes. ``eval`` prints held-out accuracy with the config's task, answer rule and completion budget
@@ -47,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sdpo-kit", description="RL post-training of LMs: GRPO and friends.")
     sub = parser.add_subparsers(dest="command", required=True)
     tr = sub.add_parser("train", help="train a policy from a YAML config")
-    tr.add_argument("config", help="path to a YAML config (see configs/)")
+    tr.add_argument("config", help="a preset's name (sdpo-kit presets lists them) or a YAML config's path")
     tr.add_argument("--backend", help="override backend (scratch | trl)")
     tr.add_argument("--max-steps", type=int, help="override trainer.max_steps")
     tr.add_argument("--output-dir", help="override output_dir")
@@ -77,7 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("--no-check", action="store_true", help="do not compose/validate with verl even if it is importable")
     ve.add_argument("--set", action="append", metavar="KEY=VALUE", default=[], help="override any config key")
     ve.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    sub.add_parser("presets", help="the shipped configs, a line each (train one by name: sdpo-kit train first_run)")
     return parser
+
+
+def presets_main() -> int:
+    from sdpo_kit.presets import preset_names, preset_summary
+
+    names = preset_names()
+    width = max(len(n) for n in names)
+    for name in names:
+        print(f"{name:<{width}}  {preset_summary(name)}")
+    return 0
 
 
 def export_verl_main(args) -> int:
@@ -149,6 +164,8 @@ def main(argv=None) -> int:
         return export_main(args)
     if args.command == "export-verl":
         return export_verl_main(args)
+    if args.command == "presets":
+        return presets_main()
     overrides = parse_set(args.set)
     if args.backend:
         overrides["backend"] = args.backend

@@ -27,6 +27,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sdpo_kit import presets
 from sdpo_kit.core.config import Config, ConfigError, parse_config, read_config_file
 from sdpo_kit.tasks.base import TASKS, Task
 from sdpo_kit.tasks.base import make_task as make_lab_task
@@ -139,8 +140,8 @@ def with_base_dir(data: dict, base_dir) -> dict:
 
 
 def load_config(config, overrides: dict | None = None) -> Config:
-    """A checked ``Config`` from a YAML file's path (``yaml.safe_load``), a dict of its sections, or a ``Config``
-    (returned as it is). Files a dataset task or a python reward names are looked for next to the YAML file
+    """A checked ``Config`` from a preset's name (``"first_run"``, ``sdpo_kit.presets``), a YAML file's path
+    (``yaml.safe_load``), a dict of its sections, or a ``Config`` (returned as it is). Files a dataset task or a python reward names are looked for next to the YAML file
     first (``with_base_dir``). ``overrides``: dotted keys, ``{"trainer.max_steps": 3}``, for a path or a dict."""
     import os
     from pathlib import Path
@@ -152,8 +153,10 @@ def load_config(config, overrides: dict | None = None) -> Config:
     if isinstance(config, dict):
         return config_from_dict(config, overrides)
     if not isinstance(config, (str, os.PathLike)):
-        raise ConfigError(f"config: a YAML path, a dict or a Config, got a {type(config).__name__}")
-    path = config
+        raise ConfigError(f"config: a preset's name, a YAML path, a dict or a Config, got a {type(config).__name__}")
+    path = presets.resolve(config) or config
+    if not Path(path).exists():
+        raise ConfigError(presets.missing(config))
     data = with_base_dir(read_config_file(path), Path(path).resolve().parent)
     try:
         return config_from_dict(data, overrides)

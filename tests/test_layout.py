@@ -10,7 +10,7 @@ it imports on first use), so a lazy import inside a function is an edge too.
 The floors, bottom to top (``FLOORS``): a module imports its own room or rooms on lower floors only,
 and two rooms never import each other, directly or round a circle.
 
-     1  core       shared machinery; imports no other room
+     1  core, presets  shared machinery; the course's YAML configs (data and a lookup); neither imports a room
      2  text, viz  answer rules, ``completion_text``, SDPO's teacher prompts: what the tasks, the lab's warm start
                    and the rewards all read and write, so it stands under them; the dashboard, live plots and
                    explorers, which draw what core's metrics name
@@ -39,7 +39,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "sdpo_kit"
 ALGORITHMS = ("grpo", "vapor", "sdpo", "ppo")
 FLOORS = (                       # bottom to top; a room is a folder of sdpo_kit or a module at its root
-    ("core",),
+    ("core", "presets"),
     ("text", "viz"),
     ("sandbox",),
     ("tasks",),

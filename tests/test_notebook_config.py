@@ -52,7 +52,7 @@ def test_setup_picks_model_profile_and_sizes(capsys):
     capsys.readouterr()
     P = setup("00", env={}, cuda=False)
     out = capsys.readouterr().out
-    assert "model: smollm2-135m" in out and "preflight: CPU" in out and "config='configs/first_run.yaml'" in out
+    assert "model: smollm2-135m" in out and "preflight: CPU" in out and "config='first_run'" in out
     assert P.n_show == full["n_show"] and P.seed == 0
     with pytest.raises(ValueError, match="no notebook '42'"):
         setup("42", env={}, cuda=False, verbose=False)

@@ -17,7 +17,7 @@ PUBLIC = [
     "PPOScratchTrainer", "PieceError", "RewardError", "SDPOScratchConfig", "SDPOScratchTrainer", "SDPOTRLConfig",
     "SDPOTRLTrainer", "VAPORScratchConfig", "VAPORScratchTrainer", "VAPORTRLConfig", "VAPORTRLTrainer",
     "build_trl_grpo_trainer", "evaluate", "export", "export_verl", "load_config", "load_policy", "losses",
-    "make_reward", "make_task", "train",
+    "make_reward", "make_task", "preset_names", "preset_path", "train",
 ]
 
 

@@ -24,14 +24,12 @@ import importlib
 import os
 import random
 import textwrap
-from pathlib import Path
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB, choose_model, pick_profile
 from sdpo_kit.course.checks import ExerciseFailed, check_group_advantages, check_grpo_loss, exercise
 from sdpo_kit.course.show import last_group, side_by_side
 
 SMOKE_ENV = "SDPO_KIT_SMOKE"
-RAW_URL = "https://raw.githubusercontent.com/sdpo-kit/sdpo_kit/main/"   # where a pip-installed copy finds configs/
 NOTEBOOKS = ("00", "01", "02", "03", "04", "05", "06", "07", "08")
 
 
@@ -62,32 +60,6 @@ def default_models(notebook: str) -> dict:
     """The model notebook ``"NN"`` runs when ``$SDPO_KIT_MODEL`` is unset: ``{"cpu": ..., "cuda": ...}``.
     Notebook 00 opens on the real model on a CPU; the others use the tiny lab there. On CUDA: the T4 model."""
     return {"cpu": TINY_LAB, "cuda": T4_MODEL, **getattr(_profiles_module(notebook), "DEFAULT_MODEL", {})}
-
-
-def repo_file(rel: str) -> Path:
-    """A file of the repository, e.g. ``configs/first_run.yaml``: from the checkout sdpo_kit is installed
-    from (``make install``, CI), else from the current folder or the one above it (a notebook runs in
-    ``notebooks/``); where sdpo_kit was pip-installed from git (Colab) the file is fetched from GitHub
-    once into ``$SDPO_KIT_CACHE/repo``. FileNotFoundError says which places were tried."""
-    from sdpo_kit.lab.model import cache_dir
-
-    candidates = [Path(__file__).resolve().parents[2] / rel, Path.cwd() / rel, Path.cwd().parent / rel]
-    for path in candidates:
-        if path.is_file():
-            return path
-    cached = cache_dir() / "repo" / rel
-    if not cached.is_file():
-        import urllib.request
-
-        try:
-            with urllib.request.urlopen(RAW_URL + rel, timeout=30) as response:
-                data = response.read()
-        except OSError as e:
-            raise FileNotFoundError(f"{rel}: not in {[str(c) for c in candidates]} and not fetched from "
-                                    f"{RAW_URL + rel} ({e})") from None
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_bytes(data)
-    return cached
 
 
 def describe(P: dict, width: int = 100) -> str:
@@ -125,6 +97,6 @@ def setup(notebook: str, *, seed: int = 0, env=None, cuda: bool | None = None, v
     return P
 
 
-__all__ = ["Profile", "setup", "profile_table", "describe", "repo_file", "default_models", "choose_model", "REAL_CPU_MODEL",
+__all__ = ["Profile", "setup", "profile_table", "describe", "default_models", "choose_model", "REAL_CPU_MODEL",
            "T4_MODEL", "TINY_LAB", "ExerciseFailed", "check_group_advantages", "check_grpo_loss", "exercise", "last_group",
            "side_by_side"]

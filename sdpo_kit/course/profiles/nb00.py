@@ -12,15 +12,15 @@ DEFAULT_MODEL = {"cpu": REAL_CPU_MODEL}   # the first run is the real model's, o
 
 PROFILES = {
     REAL_CPU_MODEL: dict(
-        config="configs/first_run.yaml", overrides={}, n_show=6, min_lift=0.15,
+        config="first_run", overrides={}, n_show=6, min_lift=0.15,
         smoke=dict(overrides={"trainer.max_steps": 2, "task.n_eval": 8}, n_show=3, min_lift=None)),
     T4_MODEL: dict(   # not measured here (no hub): a 0.5B model answers one-step sums, so three terms of two digits
-        config="configs/first_run.yaml", n_show=6, min_lift=None,
+        config="first_run", n_show=6, min_lift=None,
         overrides={"model.name": T4_MODEL, "task.max_operand": 99, "task.terms": 3,
                    "trainer.max_steps": 40, "trainer.prompts_per_step": 8, "trainer.learning_rate": 1e-4},
         smoke=dict(overrides={"model.name": T4_MODEL, "trainer.max_steps": 2, "task.n_eval": 8}, n_show=3)),
     TINY_LAB: dict(   # the microscope: the demo run, "3+5+1=" answered on the first line
-        config="configs/demo.yaml", overrides={"trainer.max_steps": 300, "trainer.eval_every": 50}, n_show=6,
+        config="demo", overrides={"trainer.max_steps": 300, "trainer.eval_every": 50}, n_show=6,
         min_lift=0.1,
         smoke=dict(overrides={"trainer.max_steps": 10, "trainer.eval_every": 5, "task.n_eval": 16}, n_show=3,
                    min_lift=None)),

@@ -20,7 +20,7 @@ LAB_TASK = dict(name="long_addition", n_eval=200, seed=0)   # two 4-digit operan
 
 PROFILES = {
     TINY_LAB: dict(
-        lab="configs/sdpo_lab.yaml", dial=(0, 1000), warm_start={}, task=LAB_TASK, templates="compact",
+        lab="sdpo_lab", dial=(0, 1000), warm_start={}, task=LAB_TASK, templates="compact",
         max_new_tokens=7, temperature=1.0, prompts=16, group=8, lr=1e-5, steps=200, n_eval=200,
         plain_spread=0.1, collapse=0.3, tie=0.05, num_threads=1,   # its matmuls are too small to split
         # smoke: the same lab, smaller (2-digit operands, 800 plain SFT steps, the top of the dial at 400)

@@ -35,7 +35,7 @@ TRL_TEMPLATES = dict(reprompt_template=REPROMPT_TEMPLATE, solution_template=SOLU
 
 PROFILES = {
     TINY_LAB: dict(   # the skill lab; task, templates, length and temperature are configs/sdpo_lab.yaml's
-        config="configs/sdpo_lab.yaml", task=dict(name="long_addition", n_eval=200, seed=0), dial=(0, 1000),
+        config="sdpo_lab", task=dict(name="long_addition", n_eval=200, seed=0), dial=(0, 1000),
         warm_start={}, load={}, templates=LAB_TEMPLATES, max_new_tokens=7, temperature=1.0, batch=8,
         budgets=(8, 16, 32, 64, 128), lr=1e-4, screen_rows=200, screen_samples=32, max_hard=40, n_check=4,
         num_threads=1, check_dial=True,
