@@ -29,10 +29,9 @@ def main() -> None:
     from sdpo_kit.grpo.loop import GRPOScratchTrainer
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import load_config, make_task
+    from sdpo_kit.registry import load_config, make_task, panels_for
     from sdpo_kit.rewards import make_reward
     from sdpo_kit.viz.dashboard import Dashboard
-    from sdpo_kit.viz.plots import panels_for
 
     torch.set_num_threads(1)
     cfg = load_config(ROOT / "configs" / "demo.yaml", {"trainer.max_steps": args.steps, "output_dir": "runs/dashboard"})

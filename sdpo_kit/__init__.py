@@ -66,6 +66,10 @@ EXPORTS = {
     "VAPORTRLConfig": "sdpo_kit.vapor.config:VAPORTRLConfig",
     "PPOScratchTrainer": "sdpo_kit.ppo.trainer:PPOScratchTrainer",
     "PPOScratchConfig": "sdpo_kit.ppo.config:PPOScratchConfig",
+    # an algorithm of your own: declare it (core/algorithm.py), register it, train it with sk.train
+    "Algorithm": "sdpo_kit.core.algorithm:Algorithm",
+    "Backend": "sdpo_kit.core.algorithm:Backend",
+    "register_algorithm": "sdpo_kit.registry:register_algorithm",
     # the math
     "losses": "sdpo_kit.losses",
     # what stops a run

@@ -1,108 +1,98 @@
-"""Which trainer runs a config: a registry keyed by ``(algorithm, backend)``.
+"""The algorithms the library knows, each declared in its own package, and the configs that name them.
 
-Each entry names the trainer's own config dataclass (the YAML ``trainer:`` section is checked
-against it, key by key) and how to build and run it:
+    register_algorithm(algorithm)    an ``core.algorithm.Algorithm`` (or ``"package.module:NAME"``): adds or replaces it
+    get_algorithm(name) / algorithms() / backends(name)
+    get_trainer(algorithm, backend)  the ``Backend``: its config class, builder, runner and a learner's pieces
+    panels_for(name)                 the dashboard's panels: the default ones and the algorithm's
+    metric_keys()                    every metric key a trainer may log, and what it means
+    load_config(config, overrides)   a preset's name, a YAML path, a dict or a Config -> a checked ``Config``
+    make_task(name, **options)       any registered task, an algorithm's own included
 
-    build(model, tokenizer, reward_funcs, train_rows, config, *, eval_fn, callbacks,
-          reward_weights) -> trainer
-    run(trainer, resume_from_checkpoint) -> list of metric rows
+The library's four (``LIBRARY``: ``grpo/algorithm.py``, ``vapor/``, ``sdpo/``, ``ppo/``) are registered when this
+module is imported; a package of one's own registers its algorithm the same way (``sdpo_kit.register_algorithm``),
+and ``sdpo_kit.train`` runs it. A declaration names its code as ``"module:attribute"`` strings, imported on first
+use, so checking a config never imports a trainer or TRL; the TRL trainers are imported when one is built, after
+the model is loaded (and Unsloth, on a GPU, has patched TRL).
 
-Entries are ``"module:attribute"`` strings, imported on first use. Each config class lives in its
-algorithm's ``config.py``, which imports no TRL, so checking a config never imports TRL, on either
-backend; the TRL trainers' modules are imported when the trainer is built, after the model is loaded
-(and Unsloth, on a GPU, has patched TRL). The registrations at the bottom of this file are the whole list:
-adding an algorithm is one ``register`` call there.
-
-``load_config`` / ``config_from_dict`` read a YAML run config and check its ``trainer:`` section
-against the registered trainer's dataclass (``core.config`` does the parsing and knows no trainer).
-
-``make_task(**spec)`` builds a config's task. The lab registers its own tasks; an algorithm's tasks
-register from its package (VAPOR's ``vapor_word_problems``, ``sdpo_kit.vapor.tasks``), which this module
-imports, so every task name is known here: the CLI, the training API and deploy/ build tasks with it.
+``load_config`` checks a config's ``trainer:`` section against the dataclass its algorithm's backend names
+(``core.config`` does the parsing and knows no algorithm).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from sdpo_kit import presets
+from sdpo_kit.core.algorithm import Algorithm, Backend, resolve
 from sdpo_kit.core.config import Config, ConfigError, parse_config, read_config_file
+from sdpo_kit.core.metrics import METRICS
 from sdpo_kit.tasks.base import TASKS, Task
 from sdpo_kit.tasks.base import make_task as make_lab_task
-from sdpo_kit.vapor import tasks as vapor_tasks  # noqa: F401 (registers "vapor_word_problems" in TASKS)
+from sdpo_kit.viz.panels import DEFAULT_PANELS
+
+LIBRARY = ("sdpo_kit.grpo.algorithm:GRPO", "sdpo_kit.vapor.algorithm:VAPOR", "sdpo_kit.sdpo.algorithm:SDPO",
+           "sdpo_kit.ppo.algorithm:PPO")
+ALGORITHMS: dict[str, Algorithm] = {}
 
 
-def _resolve(target):
-    """An object, or ``"package.module:attribute"`` imported now."""
-    if not isinstance(target, str):
-        return target
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+def register_algorithm(algorithm: Algorithm | str) -> Algorithm:
+    """Register (or replace) an algorithm: an ``Algorithm``, or ``"package.module:NAME"`` naming one. The modules
+    that register its own tasks (``Algorithm.tasks``) are imported now."""
+    algorithm = resolve(algorithm)
+    if not isinstance(algorithm, Algorithm):
+        raise TypeError(f"register_algorithm takes a core.algorithm.Algorithm, got a {type(algorithm).__name__}")
+    for module in algorithm.tasks:
+        importlib.import_module(module)
+    ALGORITHMS[algorithm.name] = algorithm
+    return algorithm
 
 
-def run_scratch(trainer, resume_from_checkpoint=None) -> list[dict]:
-    """How a scratch trainer runs: ``trainer.train(resume_from_checkpoint=...)`` returns its rows."""
-    return trainer.train(resume_from_checkpoint=resume_from_checkpoint)
-
-
-@dataclass(frozen=True)
-class TrainerEntry:
-    algorithm: str
-    backend: str
-    config: str | type          # the trainer's config dataclass
-    build: str | Callable        # build(model, tokenizer, reward_funcs, train_rows, config, **kw)
-    run: str | Callable = run_scratch
-    pieces: str | dict | None = None  # {name: core.pieces.Piece} the builder takes as keywords (a learner's own)
-
-    @property
-    def config_class(self) -> type:
-        return _resolve(self.config)
-
-    @property
-    def learner_pieces(self) -> dict:
-        """The pieces a learner may replace on this trainer (``core.pieces``): name -> Piece."""
-        return {} if self.pieces is None else _resolve(self.pieces)
-
-    def build_trainer(self, *args, **kwargs):
-        return _resolve(self.build)(*args, **kwargs)
-
-    def run_trainer(self, trainer, resume_from_checkpoint=None) -> list[dict]:
-        return _resolve(self.run)(trainer, resume_from_checkpoint)
-
-
-TRAINERS: dict[tuple[str, str], TrainerEntry] = {}
-
-
-def register(algorithm: str, backend: str, *, config, build, run=run_scratch, pieces=None) -> TrainerEntry:
-    """Register (or replace) the trainer for ``(algorithm, backend)``."""
-    entry = TrainerEntry(algorithm, backend, config, build, run, pieces)
-    TRAINERS[(algorithm, backend)] = entry
-    return entry
-
-
-def get_trainer(algorithm: str, backend: str) -> TrainerEntry:
-    """The entry for ``(algorithm, backend)``; ValueError listing what is registered."""
+def get_algorithm(name: str) -> Algorithm:
     try:
-        return TRAINERS[(algorithm, backend)]
+        return ALGORITHMS[name]
     except KeyError:
-        known = ", ".join(f"{a}/{b}" for a, b in sorted(TRAINERS))
-        raise ValueError(f"no trainer for algorithm={algorithm!r}, backend={backend!r}; "
-                         f"registered: {known}") from None
+        raise ValueError(f"no algorithm {name!r}; registered: {', '.join(algorithms())}") from None
 
 
 def algorithms() -> list[str]:
-    return sorted({a for a, _ in TRAINERS})
+    return sorted(ALGORITHMS)
 
 
 def backends(algorithm: str | None = None) -> list[str]:
-    return sorted({b for a, b in TRAINERS if algorithm is None or a == algorithm})
+    names = [algorithm] if algorithm is not None else algorithms()
+    return sorted({b for a in names for b in get_algorithm(a).backends})
+
+
+def get_trainer(algorithm: str, backend: str) -> Backend:
+    """The ``Backend`` that runs ``(algorithm, backend)``; ValueError listing what is registered."""
+    entry = ALGORITHMS.get(algorithm)
+    if entry is None or backend not in entry.backends:
+        known = ", ".join(f"{a}/{b}" for a in algorithms() for b in sorted(ALGORITHMS[a].backends))
+        raise ValueError(f"no trainer for algorithm={algorithm!r}, backend={backend!r}; registered: {known}")
+    return entry.backends[backend]
 
 
 def trainer_config_class(algorithm: str, backend: str) -> type:
     """The config dataclass that ``(algorithm, backend)`` registers (ValueError if none)."""
     return get_trainer(algorithm, backend).config_class
+
+
+def panels_for(algorithm: str) -> tuple:
+    """The dashboard's panels for ``algorithm``: ``DEFAULT_PANELS`` and the algorithm's own."""
+    return DEFAULT_PANELS + tuple(get_algorithm(algorithm).panels)
+
+
+def metric_keys() -> dict[str, str]:
+    """Every metric key a trainer may log, with what it means: the shared ones and each algorithm's."""
+    out = dict(METRICS)
+    for name in algorithms():
+        out.update(ALGORITHMS[name].metric_keys)
+    return out
+
+
+def verl_algorithms() -> list[str]:
+    """The algorithms ``sdpo-kit export-verl`` can write (their declaration has a verl mapping)."""
+    return [a for a in algorithms() if ALGORITHMS[a].verl is not None]
 
 
 def make_task(name: str = "arithmetic", **options) -> Task:
@@ -141,8 +131,8 @@ def with_base_dir(data: dict, base_dir) -> dict:
 
 def load_config(config, overrides: dict | None = None) -> Config:
     """A checked ``Config`` from a preset's name (``"first_run"``, ``sdpo_kit.presets``), a YAML file's path
-    (``yaml.safe_load``), a dict of its sections, or a ``Config`` (returned as it is). Files a dataset task or a python reward names are looked for next to the YAML file
-    first (``with_base_dir``). ``overrides``: dotted keys, ``{"trainer.max_steps": 3}``, for a path or a dict."""
+    (``yaml.safe_load``), a dict of its sections, or a ``Config`` (returned as it is). Files a dataset task or a
+    python reward names are looked for next to the YAML file first (``with_base_dir``). ``overrides``: dotted keys, ``{"trainer.max_steps": 3}``, for a path or a dict."""
     import os
     from pathlib import Path
 
@@ -164,18 +154,5 @@ def load_config(config, overrides: dict | None = None) -> Config:
         raise ConfigError(f"{path}: {e}") from None
 
 
-# the whole list: (algorithm, backend) -> the trainer's config class, its builder and its runner
-register("grpo", "scratch", config="sdpo_kit.grpo.config:GRPOScratchConfig", build="sdpo_kit.grpo.loop:GRPOScratchTrainer",
-         pieces="sdpo_kit.grpo.pieces:PIECES")
-register("grpo", "trl", config="sdpo_kit.grpo.config:GRPOTRLConfig",
-         build="sdpo_kit.grpo.trl:build_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("vapor", "scratch", config="sdpo_kit.vapor.config:VAPORScratchConfig",
-         build="sdpo_kit.vapor.loop:VAPORScratchTrainer")
-register("vapor", "trl", config="sdpo_kit.vapor.config:VAPORTRLConfig",
-         build="sdpo_kit.vapor.trl:build_vapor_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("sdpo", "scratch", config="sdpo_kit.sdpo.config:SDPOScratchConfig",
-         build="sdpo_kit.sdpo.loop:SDPOScratchTrainer", pieces="sdpo_kit.sdpo.pieces:PIECES")
-register("sdpo", "trl", config="sdpo_kit.sdpo.config:SDPOTRLConfig",
-         build="sdpo_kit.sdpo.trl:build_sdpo_from_config", run="sdpo_kit.core.trl_base:train_trl")
-register("ppo", "scratch", config="sdpo_kit.ppo.config:PPOScratchConfig",
-         build="sdpo_kit.ppo.trainer:build_ppo_from_config", pieces="sdpo_kit.ppo.pieces:PIECES")
+for _name in LIBRARY:
+    register_algorithm(_name)

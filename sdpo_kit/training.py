@@ -89,6 +89,7 @@ def preflight_for(cfg) -> str:
     and 4-bit settings, and the precision the backend trains in (the TRL preset's on the TRL backend)."""
     from sdpo_kit.core.config import completion_budget
     from sdpo_kit.models import preflight
+    from sdpo_kit.registry import get_algorithm
 
     tc, m = cfg.trainer, cfg.model
     completions = getattr(tc, "batch_size", None) or tc.prompts_per_step * getattr(tc, "num_generations", 1)
@@ -99,7 +100,7 @@ def preflight_for(cfg) -> str:
         args = resolve_preset(tc.preset)
         mixed_precision = "fp16" if args.get("fp16") else "bf16" if args.get("bf16") else "no"
     return preflight(m.name, completions=completions, completion_len=completion_budget(tc),
-                     teacher=cfg.algorithm in ("sdpo", "ppo") or bool(getattr(tc, "beta", 0.0)),
+                     teacher=get_algorithm(cfg.algorithm).teacher_in_step(tc),
                      lora=m.lora, load_in_4bit=m.load_in_4bit, mixed_precision=mixed_precision)
 
 
@@ -135,10 +136,10 @@ def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=No
     from sdpo_kit.core.utils import seed_everything
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import get_trainer, load_config, make_task
+    from sdpo_kit.registry import get_algorithm, get_trainer, load_config, make_task, panels_for
     from sdpo_kit.rewards import make_reward
     from sdpo_kit.tasks.dataset import check_dataset_run
-    from sdpo_kit.viz.plots import LivePlot, panels_for
+    from sdpo_kit.viz.plots import LivePlot
 
     if config_path is None:
         config_path = str(config) if isinstance(config, (str, os.PathLike)) else "<dict>"
@@ -166,7 +167,8 @@ def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=No
 
     task = make_task(**cfg.task)
     try:
-        check_dataset_run(task, cfg.algorithm, getattr(tc, "prompts_per_step", 1))   # before a model loads
+        check_dataset_run(task, get_algorithm(cfg.algorithm).dataset_refusal,    # before a model loads
+                          getattr(tc, "prompts_per_step", 1))
     except ValueError as e:
         raise ConfigError(f"task: {e}") from None
     train_rows, heldout = task.splits()

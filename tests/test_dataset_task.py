@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from sdpo_kit.core.config import ConfigError
-from sdpo_kit.registry import load_config
+from sdpo_kit.registry import get_algorithm, load_config
 from sdpo_kit.rewards import RewardError, compute_rewards, make_reward
 from sdpo_kit.tasks import ArithmeticTask
 from sdpo_kit.tasks.dataset import DatasetError, DatasetTask, check_dataset_run
@@ -100,10 +100,10 @@ def test_too_few_rows_and_an_algorithm_that_cannot_use_the_file(tmp_path):
         DatasetTask(path=str(path), n_eval=6)
     task = DatasetTask(path=str(path), n_eval=3)
     with pytest.raises(DatasetError, match="fewer than one step's prompts_per_step=4"):
-        check_dataset_run(task, "grpo", 4)
+        check_dataset_run(task, get_algorithm("grpo").dataset_refusal, 4)
     with pytest.raises(DatasetError, match="VAPOR trains on tagged answers"):
-        check_dataset_run(task, "vapor", 1)
-    check_dataset_run(task, "sdpo", 3)
+        check_dataset_run(task, get_algorithm("vapor").dataset_refusal, 1)
+    check_dataset_run(task, get_algorithm("sdpo").dataset_refusal, 3)
     separate = DatasetTask(path=str(path), eval_path=str(write(tmp_path / "e.csv", SUMS[10:14], "csv")), n_eval=50)
     assert len(separate.splits()[0]) == 6 and len(separate.splits()[1]) == 4
 

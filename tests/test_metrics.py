@@ -7,13 +7,16 @@ import re
 
 import pytest
 
-from sdpo_kit.core.metrics import METRICS, TRL_TO_SDPO, MetricsSink, metrics_from_trl_logs, read_jsonl
+from sdpo_kit.core.metrics import TRL_TO_SDPO, MetricsSink, metrics_from_trl_logs, read_jsonl
 from sdpo_kit.grpo import loop as loop_module
 from sdpo_kit.grpo.config import GRPOScratchConfig
 from sdpo_kit.grpo.loop import GRPOScratchTrainer
 from sdpo_kit.lab.model import build_model, build_tokenizer
+from sdpo_kit.registry import metric_keys
 from sdpo_kit.rewards import exact_match_reward
 from sdpo_kit.tasks import ArithmeticTask
+
+METRICS = metric_keys()   # the shared keys and every registered algorithm's
 
 
 def documented(key: str) -> bool:

@@ -42,7 +42,7 @@ def lab():
 def test_the_skill_lab_profile_is_configs_sdpo_lab_yaml():
     """The tiny lab's task, teacher templates, completion length, temperature and top of the dial are
     configs/sdpo_lab.yaml's, so its warm starts read the reprompt in the form they were trained on."""
-    cfg = load_config(ROOT / PROFILES[TINY_LAB]["config"])
+    cfg = load_config(PROFILES[TINY_LAB]["config"])   # a preset's name
     P = PROFILES[TINY_LAB]
     assert P["task"] == dict(cfg.task)
     assert P["templates"] == {k: getattr(cfg.trainer, k) for k in P["templates"]}

@@ -13,7 +13,7 @@ import sys
 import sdpo_kit as sk
 
 PUBLIC = [
-    "Config", "ConfigError", "GRPOScratchConfig", "GRPOScratchTrainer", "GRPOTRLConfig", "PPOScratchConfig",
+    "Algorithm", "Backend", "register_algorithm", "Config", "ConfigError", "GRPOScratchConfig", "GRPOScratchTrainer", "GRPOTRLConfig", "PPOScratchConfig",
     "PPOScratchTrainer", "PieceError", "RewardError", "SDPOScratchConfig", "SDPOScratchTrainer", "SDPOTRLConfig",
     "SDPOTRLTrainer", "VAPORScratchConfig", "VAPORScratchTrainer", "VAPORTRLConfig", "VAPORTRLTrainer",
     "build_trl_grpo_trainer", "evaluate", "export", "export_verl", "load_config", "load_policy", "losses",

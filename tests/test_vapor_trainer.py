@@ -173,7 +173,7 @@ def test_config_and_cli(tmp_path):
     out = tmp_path / "run"
     assert cli.main(["train", str(CONFIGS / "vapor.yaml"), "--max-steps", "2", "--output-dir", str(out),
                      "--set", "task.n_eval=16", "--set", "trainer.prompts_per_step=2"]) == 0
-    from sdpo_kit.viz.plots import panels_for
+    from sdpo_kit.registry import panels_for
 
     assert {k for p in panels_for("vapor") for k in p.keys} >= {"vapor/preference_term", "vapor/verifiable_ratio"}
     assert (out / "reward_curve.png").exists()

@@ -14,8 +14,10 @@ import pandas as pd
 import pytest
 
 from sdpo_kit.cli import main
+from sdpo_kit.core.verl_keys import VerlPaths
 from sdpo_kit.deploy.verl import COLUMNS, export_dataset, export_verl, verl_rows, write_reward_module
-from sdpo_kit.deploy.verl_config import LOSS_AGG_MODE, VerlExportError, VerlPaths, overrides, verl_settings
+from sdpo_kit.deploy.verl_config import VerlExportError, overrides, verl_settings
+from sdpo_kit.grpo.verl import LOSS_AGG_MODE
 from sdpo_kit.registry import config_from_dict
 from sdpo_kit.rewards import load_code_problems
 from sdpo_kit.tasks import ArithmeticTask

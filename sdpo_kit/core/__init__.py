@@ -20,6 +20,8 @@
     config.py      the YAML run config, parsed and checked (the registry supplies the trainer classes)
     profiles.py    which model a notebook runs and which of its profiles goes with it (tiny lab, the real
                    CPU model, the T4), with the profile's smoke sizes
+    algorithm.py   what the library knows about an algorithm (Algorithm, Backend), declared in its package
+    verl_keys.py   what an algorithm's verl mapping writes into (VerlPaths, VerlSettings) and shared keys
     pieces.py      a learner's own piece of an algorithm (an advantage, a loss), checked where it runs
     user_code.py   a learner's own function named in a config ("my_rewards.py:name", "package.module:name")
     lazy.py        a package's public names imported on first use (``import sdpo_kit`` stays instant)

@@ -20,7 +20,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-# key -> what it means; trainers add algorithm-specific keys (documented in their docstrings)
+# key -> what it means, for the keys every algorithm shares; an algorithm declares its own (``Algorithm.metric_keys``,
+# in its package's algorithm.py) and ``sdpo_kit.registry.metric_keys()`` gives them all
 METRICS: dict[str, str] = {
     "step": "sdpo_kit step: one sampled batch and its num_iterations optimizer passes",
     "reward/mean": "mean total reward of the step's completions",
@@ -48,33 +49,6 @@ METRICS: dict[str, str] = {
     "time/backward_s": "seconds of the step in backward, gradient clipping and the optimizer step (the scratch loops)",
     "time/eval_s": "seconds of held-out evaluation on the rows that have it (the scratch loops)",
     "eval/accuracy": "held-out greedy accuracy (step 0, every eval_every steps, the last step)",
-    # VAPOR (vapor/loop.py, vapor/trl.py); stats/ratio_mean is then the mean h
-    "vapor/preference_term": "mean P = exp(log P) over the pairs whose preference spans were found",
-    "vapor/log_preference": "mean log P = preference_beta x DPO margin vs the reference, found pairs",
-    "vapor/verifiable_ratio": "mean v = exp(mean span log-ratio to pi_old); 1 where no span",
-    "vapor/span_found_frac": "fraction of completions with a verifiable span",
-    "vapor/preference_found_frac": "fraction of pairs whose chosen and rejected spans were both found",
-    "loss/dpo": "the additive variant's DPO loss -log sigmoid(log P) (before preference_weight)",
-    # SDPO (sdpo/loop.py, sdpo/trl.py)
-    "sdpo/distill_loss": "self-distillation loss, token mean over the rows that have a teacher",
-    "sdpo/teacher_coverage": "fraction of rows with a teacher (a successful sibling or feedback)",
-    "sdpo/success_rate": "fraction of rows whose teacher got a successful sibling's answer",
-    "sdpo/success_group_frac": "fraction of groups with at least one success",
-    "sdpo/feedback_frac": "fraction of rows whose teacher prompt carries feedback",
-    "sdpo/reprompt_truncated": "fraction of teacher prompts cut to max_reprompt_len",
-    "sdpo/teacher_student_kl": "mean log pi_student - log pi_teacher on the sampled tokens, rows with a teacher",
-    # PPO (ppo/trainer.py); classic trl 0.11.4 names in PPO_CLASSIC_NAMES
-    "reward/score_raw": "mean score before score processing (scaling, normalising, clipping)",
-    "loss/value": "the clipped value loss, 0.5 x max of squared errors (before vf_coef)",
-    "loss/kd": "distillation loss T^2 KL(teacher_T || student_T), token mean (before kd_coef)",
-    "stats/kl_coef": "the KL coefficient beta used for the step's per-token rewards",
-    "stats/kl": "KL(pi || pi_ref) of the step's responses: summed over tokens, mean over responses",
-    "stats/policy_kl": "mean log pi_old - log pi over the PPO passes (early stopping reads it)",
-    "stats/approx_kl": "0.5 mean (log pi - log pi_old)^2 over the PPO passes",
-    "stats/vf_clip_frac": "fraction of tokens where the value clip is active",
-    "stats/explained_variance": "1 - var(returns - values) / var(returns): 1 a perfect critic",
-    "stats/early_stopped": "1 when the PPO epochs stopped early (policy KL > 1.5 target_kl)",
-    "stats/ppo_epochs_run": "PPO epochs run this step",
     # logged by the TRL backend only (TRL computes them; the scratch loop does not; PPO logs entropy)
     "reward/<name>/std": "std of one reward function (TRL only)",
     "stats/clip_frac_low_min": "smallest per-process low clip fraction (TRL only)",

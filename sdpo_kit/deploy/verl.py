@@ -25,15 +25,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sdpo_kit.deploy.verl_config import (
-    VERL_VERSION,
-    VerlExportError,
-    VerlPaths,
-    compose,
-    overrides,
-    validate,
-    verl_settings,
-)
+from sdpo_kit.core.verl_keys import VerlPaths
+from sdpo_kit.deploy.verl_config import VERL_VERSION, VerlExportError, compose, overrides, validate, verl_settings
 
 COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 

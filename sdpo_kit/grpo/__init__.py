@@ -5,5 +5,7 @@
                no TRL import
     loop.py    GRPO from scratch on the shared scaffold (GRPOScratchTrainer)
     pieces.py  the pieces a learner may write: the advantage (``advantage_fn``) and the loss (``loss_fn``)
+    verl.py    GRPO's settings in verl's keys (``sdpo-kit export-verl``)
+    algorithm.py  GRPO as the library sees it: ``GRPO`` (backends, pieces, verl), registered by ``sdpo_kit.registry``
     trl.py     GRPO on ``trl.GRPOTrainer`` (grpo_args, build_trl_grpo_trainer, build_from_config)
 """

@@ -5,4 +5,6 @@
     config.py      PPOScratchConfig (the YAML ``trainer:`` section of ``algorithm: ppo``)
     trainer.py     PPOScratchTrainer on the shared scratch scaffold
     pieces.py      the piece a learner may write: the GAE recursion (``gae_fn``)
+    verl.py        PPO's settings in verl's keys (``sdpo-kit export-verl``)
+    algorithm.py   PPO as the library sees it: ``PPO`` (backend, panels, metric keys, pieces, verl)
 """

@@ -5,6 +5,7 @@
     config.py     SDPOFields (SDPO's knobs, the teacher batch), SDPOScratchConfig, SDPOTRLConfig; no TRL import
     loop.py       SDPO from scratch (SDPOScratchTrainer)
     pieces.py     the piece a learner may write: the per-token distillation loss (``distill_fn``)
+    algorithm.py  SDPO as the library sees it: ``SDPO`` (backends, metric keys, pieces), registered by the registry
     trl.py        SDPO on TRL (SDPOTRLArgs(trl.GRPOConfig), SDPOTRLTrainer(trl.GRPOTrainer))
     quality.py    what the model does with the teacher's context (accuracy, per-token wins)
     multi_turn.py  multi-turn reprompting with feedback at test time (no training), best-of-N

@@ -244,14 +244,14 @@ class DatasetTask:
         return self.max_new_tokens
 
 
-def check_dataset_run(task, algorithm: str, prompts_per_step: int) -> None:
-    """What a dataset task needs from the run: an algorithm that can train on its rows, and at least one step's
-    prompts to train on. DatasetError naming the file otherwise."""
+def check_dataset_run(task, refusal: str | None, prompts_per_step: int) -> None:
+    """What a dataset task needs from the run: an algorithm that can train on its rows (``refusal``: the algorithm's
+    ``dataset_refusal``, None when it can), and at least one step's prompts to train on. DatasetError naming the
+    file otherwise."""
     if not isinstance(task, DatasetTask):
         return
-    if algorithm == "vapor":
-        raise DatasetError(f"task 'dataset' ({task.path}): VAPOR trains on tagged answers with preference pairs "
-                           "(chosen / rejected), which a question-and-answer file does not have; use grpo or sdpo")
+    if refusal:
+        raise DatasetError(f"task 'dataset' ({task.path}): {refusal}")
     n_train = len(task.splits()[0])
     if n_train < prompts_per_step:
         raise DatasetError(f"{task.path}: {n_train} training rows after holding out {len(task.splits()[1])}, "

@@ -7,11 +7,11 @@
     loop.py   VAPOR from scratch (VAPORScratchTrainer)
     trl.py    VAPOR on TRL (VAPORTRLArgs(trl.GRPOConfig), VAPORTRLTrainer(trl.GRPOTrainer))
     tasks.py  VAPOR's data for a real instruct model: tagged word problems with a chosen / rejected pair,
-              registered as ``vapor_word_problems`` in ``tasks.base.TASKS`` when this package is imported
+              registered as ``vapor_word_problems`` in ``tasks.base.TASKS`` when VAPOR is registered
+    algorithm.py  VAPOR as the library sees it (backends, panels, metric keys, its tasks): ``VAPOR``
 """
 
 from sdpo_kit.core.lazy import lazy_exports
-from sdpo_kit.vapor import tasks  # noqa: F401 (registers "vapor_word_problems"; the tasks do not import vapor/)
 
 EXPORTS = {   # VAPOR's public pieces: sk.vapor.preference_batch, ...
     "vapor_objective": "sdpo_kit.vapor.loop:vapor_objective",

@@ -12,10 +12,8 @@
 * ``LivePlotCallback(plot)``: a ``transformers.TrainerCallback`` that feeds a ``LivePlot``
   from any TRL / transformers trainer's logs and writes the PNG at the end of training.
 
-Default panels (metric keys as the scratch loop logs them, x axis ``step``): reward mean with
-a +-std band (``reward/mean``, ``reward/std``), ``loss``, KL (``loss/kl``), clip fraction
-(``stats/clip_frac``), completion length (``completion/mean_length``) and eval accuracy
-(``eval/accuracy``, markers: it is logged sparsely). A panel with no data yet says so.
+What to draw is a tuple of ``viz.panels.Panel`` (``DEFAULT_PANELS``, plus an algorithm's own, declared in its
+package). A panel with no data yet says so.
 
 Left out on purpose: zoom / widget controls, smoothing and multi-run overlays (plot
 ``plot.history`` yourself), and any pyplot state.
@@ -29,7 +27,6 @@ import numbers
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -37,56 +34,7 @@ from matplotlib.figure import Figure
 from transformers.trainer_callback import TrainerCallback
 
 from sdpo_kit.core.metrics import SUMMARY_KEY, is_train_summary, metrics_from_trl_logs
-
-
-@dataclass
-class Panel:
-    """One subplot: ``keys`` drawn as lines against ``step``.
-
-    ``std_key`` draws a +-std band around the first key; ``markers`` puts a dot on every
-    point (for sparse metrics such as eval accuracy); ``ylim`` fixes the y range.
-    """
-
-    title: str
-    keys: tuple[str, ...]
-    std_key: str | None = None
-    markers: bool = False
-    ylim: tuple[float, float] | None = None
-
-    def __post_init__(self):
-        if isinstance(self.keys, str):
-            self.keys = (self.keys,)
-        self.keys = tuple(self.keys)
-        if not self.keys:
-            raise ValueError(f"panel {self.title!r} has no metric keys")
-
-
-DEFAULT_PANELS: tuple[Panel, ...] = (
-    Panel("reward (mean ± std)", ("reward/mean",), std_key="reward/std"),
-    Panel("loss", ("loss",)),
-    Panel("KL to reference", ("loss/kl",)),
-    Panel("clip fraction", ("stats/clip_frac",)),
-    Panel("completion length", ("completion/mean_length",)),
-    Panel("eval accuracy", ("eval/accuracy",), markers=True, ylim=(-0.02, 1.02)),
-)
-
-# what an algorithm adds to the default dashboard (the CLI's live plot uses panels_for)
-ALGORITHM_PANELS: dict[str, tuple[Panel, ...]] = {
-    "vapor": (
-        Panel("VAPOR preference term P and ratio v", ("vapor/preference_term", "vapor/verifiable_ratio")),
-        Panel("VAPOR spans found", ("vapor/span_found_frac", "vapor/preference_found_frac"), ylim=(-0.02, 1.02)),
-    ),
-    "ppo": (
-        Panel("KL to the reference and its coefficient", ("stats/kl", "stats/kl_coef")),
-        Panel("value loss, distillation loss", ("loss/value", "loss/kd")),
-    ),
-}
-
-
-def panels_for(algorithm: str) -> tuple[Panel, ...]:
-    """The default panels plus the algorithm's own (``ALGORITHM_PANELS``)."""
-    return DEFAULT_PANELS + ALGORITHM_PANELS.get(algorithm, ())
-
+from sdpo_kit.viz.panels import DEFAULT_PANELS, Panel
 
 _DPI = 100
 

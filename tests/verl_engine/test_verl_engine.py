@@ -28,7 +28,8 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 
 from sdpo_kit.core.logprobs import kl_k3, masked_mean  # noqa: E402
 from sdpo_kit.deploy.verl import export_verl  # noqa: E402
-from sdpo_kit.deploy.verl_config import LOSS_AGG_MODE, VerlExportError, compose  # noqa: E402
+from sdpo_kit.deploy.verl_config import VerlExportError, compose  # noqa: E402
+from sdpo_kit.grpo.verl import LOSS_AGG_MODE  # noqa: E402
 from sdpo_kit.losses import aggregate_loss, gae, group_advantages  # noqa: E402
 from sdpo_kit.registry import load_config  # noqa: E402
 
