@@ -2,25 +2,17 @@
 
     python benchmarks/bench_notebooks.py [--full] [--cold] [--model NAME] [notebooks/NN_*.ipynb ...]
 
-Executes each notebook with nbclient in a fresh kernel (``MPLBACKEND=Agg``; the exercises left as the
-learner finds them: their checks print "not written yet"), with ``SDPO_KIT_SMOKE=1`` unless ``--full``.
-Each notebook runs on the model its lesson needs (``course.setup``: notebook 00 on the real CPU model,
-the others on the tiny lab), unless ``--model``.
-A notebook that defines a ``RESULTS`` dict (its key figures: accuracies, speeds, ...) has it
-read back after the run. Writes ``benchmarks/results/notebooks_smoke.json`` or
-``notebooks_full.json`` (a run over some notebooks updates their entries and keeps the others);
-``reports/render.py`` renders the README's table and the reference figures quoted in each notebook.
-``--cold`` runs each notebook from an empty cache of its own (``SDPO_KIT_CACHE`` in a fresh temporary
-folder, removed after), as a fresh clone's CI meets it: the warm starts are built, not loaded. It
-writes ``notebooks_smoke_cold.json`` (or ``notebooks_full_cold.json``) and leaves the warm files alone.
-A full-size run on the default profiles (``make executed``) also keeps each executed notebook, outputs and plots
-included, in ``benchmarks/results/executed/notebooks/`` with a first cell naming the commit and command it ran at:
-the docs site shows those copies (``docs/hooks.py``); the notebooks in ``notebooks/`` stay without outputs. A kept
-copy loses its widget outputs (a page cannot run them; the dashboards and explorers leave a plain image beside
-them) and is refused when a cell printed more than ``MAX_OUTPUT`` characters or an output shows a machine path
-(``tests/test_executed_copies.py`` checks the committed copies the same way).
-``--model NAME`` runs the notebooks on that model's profile (``SDPO_KIT_MODEL``; ``smollm2-135m`` is the
-real CPU model, what ``make test-real`` runs) and adds ``_real`` to the results name for it.
+Each notebook runs in a fresh nbclient kernel (``MPLBACKEND=Agg``), with ``SDPO_KIT_SMOKE=1`` unless ``--full``,
+on its lesson's model (``course.setup``) unless ``--model NAME`` (``smollm2-135m``: the real CPU model, as
+``make test-real``; the results name gets ``_real``). Each exercise gets its reference answer from
+``notebooks/solutions`` after its cell, as CI's nbmake run loads it, so the runs train with those functions.
+A notebook's ``RESULTS`` dict is read back. Writes ``results/notebooks_smoke.json`` or ``notebooks_full.json``
+(a run over some notebooks keeps the others' entries). ``--cold``: each notebook from an empty cache of its own,
+as a fresh clone meets it (``notebooks_*_cold.json``).
+A full-size run on the default profiles (``make executed``) also keeps each executed notebook in
+``results/executed/notebooks/`` with a first cell naming its commit: the docs site shows those copies. A kept copy
+loses its widget outputs (the dashboards and explorers leave a plain image beside them) and is refused when a cell
+printed more than ``MAX_OUTPUT`` characters or an output shows a machine path (``tests/test_executed_copies.py``).
 The target for smoke mode: 15 minutes on 2 CPU cores.
 """
 
@@ -42,7 +34,6 @@ from nbclient import NotebookClient
 
 MARK = "SDPO_KIT_RESULTS "
 READ_RESULTS = f"import json as _j\nprint({MARK!r} + _j.dumps(globals().get('RESULTS')))"
-
 
 EXECUTED = RESULTS / "executed" / "notebooks"   # the full-size run's executed copies, shown on the docs site
 MAX_OUTPUT = 20_000                              # characters one cell may print in an executed copy
@@ -93,7 +84,17 @@ def run_notebook(path: Path, keep: Path | None = None, banner: str = "") -> tupl
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(READ_RESULTS))
     t0 = time.perf_counter()
-    NotebookClient(nb, timeout=3600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    client = NotebookClient(nb, timeout=3600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+
+    async def load_answers(cell, cell_index, execute_reply):   # the cell's post_cell_execute lines, as nbmake runs them
+        lines = cell.get("metadata", {}).get("nbmake", {}).get("post_cell_execute", [])
+        if lines:
+            reply = await client.kc.execute_interactive("\n".join(lines))
+            if reply["content"]["status"] != "ok":
+                raise RuntimeError(f"{path.name} cell {cell_index}: loading the reference answer failed: {lines}")
+
+    client.on_cell_executed = load_answers
+    client.execute()
     seconds = time.perf_counter() - t0
     out = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("output_type") == "stream")
     line = next((x for x in out.splitlines() if x.startswith(MARK)), None)
@@ -111,8 +112,8 @@ def run_notebook(path: Path, keep: Path | None = None, banner: str = "") -> tupl
 def executed_banner(commit: str, date: str) -> str:
     """The first cell of an executed copy: which run it shows."""
     return (f"> **Outputs of a full-size run on a 2-core CPU** at commit `{commit}` on {date}, made by `make executed` "
-            "(notebook 00 on SmolLM2-135M-Instruct, the others on the tiny lab; the exercises as a learner finds "
-            "them). The notebook in the repository has no outputs: open it in Colab or Jupyter to run it yourself.")
+            "(notebook 00 on SmolLM2-135M-Instruct, the others on the tiny lab; each exercise answered with its reference "
+            "answer). The notebook in the repository has no outputs: open it in Colab or Jupyter to run it yourself.")
 
 
 def main():
@@ -124,7 +125,7 @@ def main():
     args = parse_args(ap)
     paths = [Path(p).resolve() for p in args.paths] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     os.environ.update(MPLBACKEND="Agg")
-    os.environ.pop("SDPO_KIT_SOLUTIONS", None)   # the exercises as a learner finds them
+    os.environ["SDPO_KIT_SOLUTIONS"] = "1"       # the reference answers load after each exercise (a stub is an error)
     if args.full:
         os.environ.pop("SDPO_KIT_SMOKE", None)
     else:

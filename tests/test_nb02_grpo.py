@@ -35,7 +35,7 @@ from sdpo_kit.rewards import make_reward
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "02_grpo.ipynb"
 PROFILES = profile_table("02")
-SETTINGS = {"task", "max_new_tokens", "prompts", "group", "lr", "steps", "n_eval", "trl_preset", "num_threads",
+SETTINGS = {"final_config", "final_overrides", "task", "max_new_tokens", "prompts", "group", "lr", "steps", "n_eval", "trl_preset", "num_threads",
             "min_lift"}
 
 

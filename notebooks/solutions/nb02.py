@@ -16,6 +16,14 @@ def my_grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.T
     return (per_token * mask).sum() / mask.sum()                              # scalar: padding counts for nothing
 
 
+def my_group_advantages(rewards: torch.Tensor, G: int) -> torch.Tensor:
+    """Exercise 3: notebook 01's exercise 1 brought over, the group-relative advantage (R_i - mean of its group) /
+    (std of its group + 1e-4), the unbiased std; (B,) in and out, the G completions of a prompt next to each other."""
+    grouped = rewards.view(-1, G)                                             # (B/G, G)
+    centred = grouped - grouped.mean(1, keepdim=True)                         # (B/G, G)
+    return (centred / (grouped.std(1, keepdim=True) + 1e-4)).reshape(-1)      # (B,)
+
+
 def my_gspo_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Exercise 2: GSPO's sequence-level ratio, the geometric mean of a completion's token ratios,
     exp(sum_t m_t (logp - old_logp)_t / |o|); (B, T) inputs, (B,) output."""

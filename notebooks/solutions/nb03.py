@@ -8,7 +8,7 @@ from sdpo_kit.text.answers import completion_text, is_correct
 
 
 def no_empty(fn, penalty: float = -10.0):
-    """Exercise 1: ``fn`` with the empty-completion loophole closed: ``penalty`` for an empty or
+    """Exercise 3: ``fn`` with the empty-completion loophole closed: ``penalty`` for an empty or
     whitespace-only completion (plain text or chat messages), ``fn``'s score otherwise, same name."""
     def wrapped(prompts, completions, **columns):
         scores = fn(prompts, completions, **columns)
@@ -18,7 +18,7 @@ def no_empty(fn, penalty: float = -10.0):
 
 
 def strict_tagged_match(prompts, completions, answer, **columns) -> list[float]:
-    """Exercise 2: 1.0 when the completion holds exactly one ``<answer>...</answer>`` pair (open before
+    """Exercise 1: 1.0 when the completion holds exactly one ``<answer>...</answer>`` pair (open before
     close) whose content is the right answer, else 0.0: the two-tag hedge scores 0."""
     out = []
     for completion, ref in zip(completions, answer):
@@ -30,6 +30,6 @@ def strict_tagged_match(prompts, completions, answer, **columns) -> list[float]:
 
 
 def template_separator(template: str) -> str:
-    """Exercise 3: the text between ``{question}`` and ``{solution}`` (for the tiny lab's HINT_TEMPLATE,
+    """Exercise 2: the text between ``{question}`` and ``{solution}`` (for the tiny lab's HINT_TEMPLATE,
     ``"\\nCorrect answer: "``, a separator its warm start has seen)."""
     return template.split("{question}", 1)[1].split("{solution}", 1)[0]

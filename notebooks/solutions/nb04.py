@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 
 def my_zero_gradient_range(epsilon: float, epsilon_high: float) -> tuple[float, float]:
-    """Exercise 1: on-policy every completion of a prompt has h = P, so while 1 - epsilon < P <
+    """Exercise 2: on-policy every completion of a prompt has h = P, so while 1 - epsilon < P <
     1 + epsilon_high none is clipped and d loss / d log P = -(P / B) sum_i A_i = 0. In log P that
     is the open interval (log(1 - epsilon), log(1 + epsilon_high))."""
     return math.log(1 - epsilon), math.log(1 + epsilon_high)
@@ -20,7 +20,7 @@ def my_zero_gradient_range(epsilon: float, epsilon_high: float) -> tuple[float, 
 def my_additive_loss(logp: torch.Tensor, old_logp: torch.Tensor, span_mask: torch.Tensor, advantages: torch.Tensor,
                      log_preference: torch.Tensor, found: torch.Tensor, G: int, preference_weight: float,
                      epsilon: float = 0.2) -> torch.Tensor:
-    """Exercise 2: the additive variant, VAPOR's clipped surrogate with log P = 0 (GRPO on the
+    """Exercise 3: the additive variant, VAPOR's clipped surrogate with log P = 0 (GRPO on the
     verifiable span) plus preference_weight x DPO's -log sigmoid(log P) averaged over the pairs
     whose spans were found. (B, T) logp / old_logp / span_mask, (B,) advantages, (P,)
     log_preference and found; returns a scalar."""
@@ -32,7 +32,7 @@ def my_additive_loss(logp: torch.Tensor, old_logp: torch.Tensor, span_mask: torc
 
 
 def my_strict_span(text: str, open_tag: str, close_tag: str, offsets) -> range | None:
-    """Exercise 3: the tokens lying entirely between the first complete tag pair's tags (no
+    """Exercise 1: the tokens lying entirely between the first complete tag pair's tags (no
     straddling token), as a range; None when a tag is missing, the content is empty or no token
     fits inside it."""
     i = text.find(open_tag)

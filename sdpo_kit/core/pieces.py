@@ -18,6 +18,7 @@ inputs; here a right-shaped wrong answer trains, as it would in your own code).
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,7 +54,8 @@ def describe(fn) -> str:
         return name
     if path and "ipykernel" in path:   # a cell's code: its temporary file says nothing to the reader
         return f"{name} (a notebook cell)"
-    return f"{name} ({path}:{line})"
+    where = os.path.relpath(path)       # relative to the working directory, or the file's name from elsewhere
+    return f"{name} ({os.path.basename(path) if where.startswith('..') else where}:{line})"
 
 
 def checked(fn: Callable, piece: Piece) -> Callable:

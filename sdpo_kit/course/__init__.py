@@ -26,7 +26,14 @@ import random
 import textwrap
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB, choose_model, pick_profile
-from sdpo_kit.course.checks import ExerciseFailed, check_group_advantages, check_grpo_loss, exercise
+from sdpo_kit.course.checks import (
+    ExerciseFailed,
+    check_gae,
+    check_group_advantages,
+    check_grpo_loss,
+    check_sampled_token_loss,
+    exercise,
+)
 from sdpo_kit.course.show import last_group, side_by_side
 
 SMOKE_ENV = "SDPO_KIT_SMOKE"
@@ -98,5 +105,6 @@ def setup(notebook: str, *, seed: int = 0, env=None, cuda: bool | None = None, v
 
 
 __all__ = ["Profile", "setup", "profile_table", "describe", "default_models", "choose_model", "REAL_CPU_MODEL",
-           "T4_MODEL", "TINY_LAB", "ExerciseFailed", "check_group_advantages", "check_grpo_loss", "exercise", "last_group",
+           "T4_MODEL", "TINY_LAB", "ExerciseFailed", "check_gae", "check_group_advantages", "check_grpo_loss",
+           "check_sampled_token_loss", "exercise", "last_group",
            "side_by_side"]
