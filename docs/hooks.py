@@ -151,9 +151,17 @@ def reference_page(module: str) -> str:
 
 
 def _nav_section(nav: list, title: str) -> list:
+    """The entries of the nav section called ``title``, at any depth."""
     for item in nav:
         if isinstance(item, dict) and title in item:
             return item[title]
+        if isinstance(item, dict):
+            for value in item.values():
+                if isinstance(value, list):
+                    try:
+                        return _nav_section(value, title)
+                    except KeyError:
+                        pass
     raise KeyError(f"mkdocs.yml nav has no {title!r} section for docs/hooks.py to fill")
 
 
@@ -161,10 +169,8 @@ def on_config(config):
     nav = config["nav"]
     section = _nav_section(nav, "Notebooks")
     have = {next(iter(e.values())) if isinstance(e, dict) else e for e in section}
-    for nb in notebooks():
-        src = f"notebooks/{nb.name}"
-        if src not in have:
-            section.append({notebook_title(nb): src})
+    missing = [{notebook_title(nb): f"notebooks/{nb.name}"} for nb in notebooks() if f"notebooks/{nb.name}" not in have]
+    section[:0] = missing          # in teaching order, notebook 00 first; the overview page after them
     section = _nav_section(nav, "API reference")
     have = {next(iter(e.values())) if isinstance(e, dict) else e for e in section}
     for module in modules():

@@ -5,8 +5,9 @@ from before ``run.json`` are read by name: a date alone is a full run, ``<date>-
 whose report was never written (its time limit stopped pytest before the end) is counted from its log's progress
 line (``.`` passed, ``F``/``E`` failed, ``s`` skipped): how many passed, not which.
 
-``gpu.status`` is the one sentence README.md, docs/index.md and docs/install.md give; the ``gpu-runs`` block
-is docs/install.md's table of every lease."""
+``gpu.status`` is the GPU runs page's account of them, ``gpu.summary`` the one sentence of at most 40 words that
+README.md, docs/index.md and docs/install.md give; the ``gpu-runs`` block is docs/gpu_runs.md's table of every
+run."""
 
 from __future__ import annotations
 
@@ -127,7 +128,17 @@ def gpu_status_fields() -> dict:
                      f", re-run in part at {at} ({passed} of {ran} passed), and the fixes since have not run on a GPU")
         else:
             text += " that have not run on a GPU"
-    return {"status": f"{text}. Not run on a GPU: {GPU_NOT_RUN}; the reports are in `benchmarks/results/gpu/`."}
+    return {"status": f"{text}. Not run on a GPU: {GPU_NOT_RUN}; the reports are in `benchmarks/results/gpu/`.",
+            "summary": gpu_summary(last, tiny, real, nb, failed, later)}
+
+
+def gpu_summary(last: dict, tiny: tuple, real: tuple, nb: dict | None, failed: list, later: list) -> str:
+    """``gpu.summary``: the landing pages' one sentence (at most 40 words) on what has run on a GPU and what not."""
+    fixed = bool(failed) and bool(later) and all(p == n for _, p, n in later[-1]["stages"])
+    notebooks = f"{real[0]} of {real[1]} notebooks on the real model" + (" (the rest after a fix)" if fixed else "")
+    first = " and notebook 00 at full size" if nb and nb["finished"] else ""
+    return (f"On a GPU ({last['device']}, {last['date'][:10]}) {tiny[0]} of {tiny[1]} tiny-lab checks, {notebooks}"
+            f"{first} passed; not yet run: a T4, Qwen2.5-0.5B-Instruct and vLLM.")
 
 
 def _short_nb00(nb: dict) -> str:
@@ -138,7 +149,7 @@ def _short_nb00(nb: dict) -> str:
 
 
 def gpu_runs_table() -> str:
-    """docs/install.md's ``gpu-runs`` block: one row per lease (its folder, named by its date), the checks
+    """docs/gpu_runs.md's ``gpu-runs`` block: one row per lease (its folder, named by its date), the checks
     passed per report (stage)."""
     rows = [[f"`{r['name']}`", r["device"].removeprefix("NVIDIA ").replace(" 80GB HBM3", ""), r["commit"] or "",
              r["kind"], "; ".join(f"{stage}: {passed} of {ran}" for stage, passed, ran in r["stages"]),

@@ -216,7 +216,7 @@ def test_feedback_reward_uses_the_tasks_checker(task):
 
 
 def test_the_teacher_prompt_of_a_near_miss(task):
-    """The example of docs/concepts/sdpo.md ("Rich feedback from code"): on a held-out function a near
+    """The example of docs/concepts/sdpo.md ("Feedback from code"): on a held-out function a near
     miss fails with the tests' feedback (never the answer, nor an equal expression), a syntax error is named,
     an expression equal to f passes with no feedback, and the teacher prompt SDPO builds with
     configs/sdpo_code_lab.yaml's templates is the question followed by that feedback."""

@@ -3,8 +3,8 @@
 The notebook keeps the checks of its math (the reprompt, the three losses by hand, the EMA rule, one SDPO
 step against ``SDPOScratchTrainer.objective``) and of its own runs. Here: its profile table agrees with the skill lab's
 config, the settings it leaves at their defaults are the config's, and the checks of the analyses that moved to
-``docs/concepts/sdpo.md`` (sequence-level credit, the loss scale under AdamW, the head-start fit, the token win
-that ``teacher_quality`` reports).
+the SDPO research pages, ``docs/sdpo_lab.md`` and ``docs/sdpo_head_start.md`` (sequence-level credit, the loss scale
+under AdamW, the head-start fit, the token win that ``teacher_quality`` reports).
 """
 
 from __future__ import annotations
