@@ -85,18 +85,31 @@ def modules() -> list[str]:
     """Dotted module names under sdpo_kit (without the package prefix), in reading order."""
     found = []
     for p in sorted(PACKAGE.rglob("*.py")):
-        if p.name == "__init__.py" or "__pycache__" in p.parts or p.relative_to(PACKAGE).parts[0] in HIDDEN:
+        if "__pycache__" in p.parts or p.relative_to(PACKAGE).parts[0] in HIDDEN or p.parent == PACKAGE and p.name == "__init__.py":
             continue
-        module = ".".join(p.relative_to(PACKAGE).with_suffix("").parts)
+        if p.name == "__init__.py" and not defines_code(p):   # a package's docstring and imports: its modules have pages
+            continue
+        parts = p.relative_to(PACKAGE).with_suffix("").parts
+        module = ".".join(parts[:-1] if p.name == "__init__.py" else parts)
         if module not in ALIASES:
             found.append(module)
     rank = {m: i for i, m in enumerate(MODULE_ORDER)}
     return sorted(found, key=lambda m: (rank.get(m, len(rank)), m))
 
 
+def defines_code(path: Path) -> bool:
+    """Whether a package's ``__init__.py`` defines a function or a class of its own (``presets``, ``course``)."""
+    return any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) for n in ast.parse(path.read_text(encoding="utf-8")).body)
+
+
+def module_path(module: str) -> Path:
+    path = PACKAGE.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
 def module_summary(module: str) -> str:
     """First line of the module's docstring, read without importing it."""
-    path = PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+    path = module_path(module)
     try:
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     except (OSError, SyntaxError):
@@ -119,7 +132,9 @@ def public_api() -> list[tuple[str, str, str]]:
         if attr:
             node = next((n for n in node.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == attr), None)
         doc = (ast.get_docstring(node) or "").strip() if node is not None else ""
-        out.append((name, module, doc.splitlines()[0].replace("|", "\\|") if doc else ""))
+        first = " ".join(doc.split("\n\n")[0].split())                  # the first paragraph, on one line
+        sentence = re.split(r"(?<=[.:;])\s", first)[0] if first else ""
+        out.append((name, module, sentence.rstrip(";:").replace("|", "\\|")))
     return out
 
 
@@ -208,7 +223,9 @@ def on_page_markdown(markdown, page, config, files):
         markdown = markdown.replace("<!-- module-list -->",
                                     _table("| module | what it holds |", rows, "*No modules found.*"))
     if "<!-- public-api -->" in markdown:
-        rows = [f"| [`sk.{name}`]({rel}{reference_page(module)}) | {summary} |" for name, module, summary in public_api()]
+        pages = set(modules())
+        rows = [f"| [`sk.{name}`]({rel}{reference_page(module)}) | {summary} |" if module in pages else
+                f"| `sk.{name}` | {summary} |" for name, module, summary in public_api()]
         markdown = markdown.replace("<!-- public-api -->", _table("| name | what it is |", rows, "*No public API.*"))
     if "<!-- config-list -->" in markdown:
         paths = sorted(CONFIGS.glob("*.yaml")) if CONFIGS.is_dir() else []

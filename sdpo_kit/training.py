@@ -7,7 +7,7 @@
     preflight_for(cfg)                 ``models.preflight`` for a run config (device, dtype, memory estimate)
     check_answer_rules(task, rewards)  warns when a reward reads answers with another rule than the task's
 
-``config`` is a YAML file's path, a dict of its sections or a ``Config``. ``advantage_fn``, ``loss_fn``,
+``config`` is a preset's name (``"first_run"``), a YAML file's path, a dict of its sections or a ``Config``. ``advantage_fn``, ``loss_fn``,
 ``distill_fn`` and ``gae_fn`` are your own pieces in place of the library's (``core.pieces``; which trainer
 takes which: ``grpo/pieces.py``, ``sdpo/pieces.py``, ``ppo/pieces.py``): a piece the trainer does not take,
 or a setting it cannot express, is a ``ConfigError`` before the model loads; a piece that raises or
@@ -120,8 +120,10 @@ def check_answer_rules(task, reward_funcs) -> None:
 
 def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=None, overrides: dict | None = None,
           resume_from: str | None = None, dashboard=None, config_path: str | None = None) -> dict:
-    """Run one training job from ``config`` (a YAML path, a dict or a ``Config``), from ``resume_from``, a
-    checkpoint folder, if given; with your own pieces in place of the library's (module docstring).
+    """Run one training job from ``config``: a preset's name, a YAML path, a dict or a ``Config``.
+
+    ``resume_from``: a checkpoint folder to continue from. ``advantage_fn``, ``loss_fn``, ``distill_fn``, ``gae_fn``:
+    your own pieces in place of the library's (module docstring).
 
     ``dashboard``: a ``viz.dashboard.Dashboard`` to show the run in (a notebook's live plots, progress and
     completions); it then draws ``reward_curve.png`` in place of the run's own plot.

@@ -54,6 +54,8 @@ class ModelSection:
 
 @dataclass
 class Config:
+    """A checked run config: algorithm, backend, model, task, rewards, the trainer's own config, output_dir."""
+
     algorithm: str = "grpo"
     backend: str = "scratch"
     model: ModelSection = field(default_factory=ModelSection)

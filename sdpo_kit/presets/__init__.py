@@ -23,6 +23,7 @@ SUFFIXES = (".yaml", ".yml")
 
 
 def preset_names() -> list[str]:
+    """The shipped presets' names, sorted (what ``sdpo-kit presets`` lists)."""
     return sorted(p.stem for p in FOLDER.iterdir() if p.suffix in SUFFIXES)
 
 
