@@ -110,6 +110,12 @@ def config_from_dict(data: dict | None, overrides: dict | None = None) -> Config
         make_task(**cfg.task)   # the task's own checks (an unknown answer_rule, ...), before any model loads
     except (TypeError, ValueError) as e:
         raise ConfigError(f"section 'task': {e}") from None
+    prepare = get_algorithm(cfg.algorithm).prepare
+    if prepare is not None:     # the algorithm's check of the whole config (SDPO: a dataset's feedback column)
+        try:
+            resolve(prepare)(cfg)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     return cfg
 
 

@@ -1,7 +1,7 @@
 """What the library knows about an algorithm, declared once in the algorithm's own package.
 
     Algorithm(name, backends, panels=(), metric_keys={}, has_teacher=False, dataset_refusal=None, verl=None,
-              tasks=())
+              tasks=(), prepare=None)
     Backend(config, build, run=run_scratch, pieces=None)       one per backend ("scratch", "trl")
 
 Each algorithm's ``algorithm.py`` (``grpo/algorithm.py``, ...) builds one ``Algorithm``; ``sdpo_kit.registry``
@@ -76,7 +76,9 @@ class Algorithm:
     counts; ``dataset_refusal``: why a question-and-answer file (``task: {name: dataset}``) cannot feed it, None
     when it can; ``verl``: ``verl(cfg, paths, settings, micro_batch_size_per_gpu)`` writes its keys into a
     ``core.verl_keys.VerlSettings``, None when verl has no loss for it; ``tasks``: modules that register its own
-    tasks, imported when it is registered."""
+    tasks, imported when it is registered; ``prepare(config)``: its check of a whole config (the task and rewards
+    with its trainer's settings), run when a config is loaded, before any model: it may fill in a setting left to
+    it and raises ValueError naming the key to set."""
 
     name: str
     backends: Mapping[str, Backend]
@@ -86,6 +88,7 @@ class Algorithm:
     dataset_refusal: str | None = None
     verl: str | Callable | None = None
     tasks: tuple[str, ...] = ()
+    prepare: str | Callable | None = None
 
     def teacher_in_step(self, trainer_config) -> bool:
         return bool(self.has_teacher(trainer_config) if callable(self.has_teacher) else self.has_teacher)

@@ -26,4 +26,5 @@ SDPO = Algorithm(
         "sdpo/teacher_student_kl": "mean log pi_student - log pi_teacher on the sampled tokens, rows with a teacher",
     },
     has_teacher=True,
+    prepare="sdpo_kit.sdpo.config:read_feedback_column",   # a dataset's feedback column reaches the teacher
 )

@@ -10,6 +10,9 @@
 defining it imports TRL, which must come after Unsloth has patched it (``models.load_policy`` on a GPU),
 and this module is imported by the scratch loop, which never imports TRL.
 
+``read_feedback_column(cfg)`` is SDPO's check of a whole config (its ``Algorithm.prepare``): a dataset's feedback
+column, when the task names one, reaches the teacher, or the config is refused naming the key to set.
+
 ``beta`` is forced to 0 with a warning (SDPO has no KL-to-reference term; the teacher takes the
 reference's slot). ``loss_type`` aggregates the GRPO term only (TRL's SDPO too): with
 ``distillation_weight=1`` any loss_type but the default is refused.
@@ -65,7 +68,7 @@ class SDPOFields:
     reprompt_template: str = REPROMPT_TEMPLATE
     solution_template: str = SOLUTION_TEMPLATE
     feedback_template: str = FEEDBACK_TEMPLATE
-    include_environment_feedback: bool = False
+    include_environment_feedback: bool | None = None   # None: on when the task names a feedback column, else off
     environment_feedback_only_without_solution: bool = False
     remove_thinking_from_demonstration: bool = False
 
@@ -101,7 +104,7 @@ class SDPOFields:
         return select_teachers(rewards, num_generations or self.num_generations, feedbacks,
                                success_threshold=self.success_reward_threshold,
                                dont_reprompt_on_self_success=self.dont_reprompt_on_self_success,
-                               include_feedback=self.include_environment_feedback,
+                               include_feedback=bool(self.include_environment_feedback),
                                feedback_only_without_solution=self.environment_feedback_only_without_solution,
                                use_successful_as_teacher=self.use_successful_as_teacher)
 
@@ -139,6 +142,27 @@ class SDPOFields:
                           f"(sdpo/reprompt_truncated counts them)", stacklevel=2)
         ids, mask, _ = teacher_prompt_batch(tokenizer, teacher, self.max_reprompt_len, device)
         return ids, mask, selection, sum(over) / max(1, len(over))
+
+
+def read_feedback_column(cfg) -> None:
+    """SDPO's check of a whole config (``Algorithm.prepare``): when the task names a feedback column (a dataset's
+    ``feedback_field``), the teacher reads it. ``include_environment_feedback`` left unset (None) turns on; a setting
+    that would leave the column unused is a ValueError naming the key to set: no ``feedback`` reward (the one that
+    carries a row's feedback to the teacher), or ``include_environment_feedback: false``. Without such a column,
+    unset means off (TRL's default)."""
+    tc, column = cfg.trainer, (cfg.task or {}).get("feedback_field")
+    if not column:
+        if tc.include_environment_feedback is None:
+            tc.include_environment_feedback = False
+        return
+    if not any(r.get("type") == "feedback" for r in cfg.reward):
+        raise ValueError(f"task.feedback_field={column!r} names a feedback column, but no reward carries it to SDPO's "
+                         "teacher: add the feedback reward (reward: [{type: feedback}])")
+    if tc.include_environment_feedback is False:
+        raise ValueError(f"task.feedback_field={column!r} names a feedback column, but "
+                         "trainer.include_environment_feedback is false, so the teacher would never read it: set "
+                         "trainer.include_environment_feedback: true (or leave it unset), or drop task.feedback_field")
+    tc.include_environment_feedback = True
 
 
 @dataclass
