@@ -3,7 +3,6 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.sdpo_kit-installed
-export SDPO_KIT_CACHE ?= $(CURDIR)/.cache/sdpo_kit
 # trl 1.15 (Unsloth's pin, what Colab runs) laid over .venv (PYTHONPATH first): the rest of the pinned set is the
 # same, and pip's plan for trl==1.15.0 under constraints.txt must add trl alone (no second venv of torch & co.)
 TRL115 := .trl115

@@ -1,9 +1,9 @@
 """The ``sdpo-kit`` command line: a thin argparse front of the library.
 
     sdpo-kit train PRESET_OR_CONFIG.yaml [--backend scratch|trl] [--max-steps N] [--output-dir D]
-                               [--resume-from D0/checkpoint-N] [--report-to none|tensorboard|trackio|wandb]
+                               [--resume-from RUN_DIR | RUN_DIR/checkpoint-N] [--report-to tensorboard|...]
                                [--set section.key=value ...]
-    sdpo-kit eval RUN_DIR_OR_MODEL --config CFG [--set ...]
+    sdpo-kit eval RUN_DIR_OR_MODEL [--config CFG] [--show N] [--out FILE] [--set ...]
     sdpo-kit export RUN_DIR [--format lora|merged|merged_4bit|gguf]
     sdpo-kit export-verl CONFIG --out DIR
     sdpo-kit presets
@@ -12,17 +12,21 @@ A config is a preset's name (``first_run``, ``demo``: ``sdpo-kit presets`` lists
 or a YAML file's path.
 
 ``train`` loads the config (``sdpo_kit.registry.load_config``) and hands it to ``sdpo_kit.training.train``,
-which builds and runs the registered trainer and says which files it writes. ``eval`` prints held-out accuracy with the config's task, answer rule and completion budget
-(``deploy/evaluate.py``): a base model, a run and its export, measured alike. ``export`` writes a LoRA
-adapter, a merged model or GGUF (``deploy/export.py``); ``export-verl`` the same run for verl
-(``deploy/verl.py``). A config error exits with status 2 and one line naming it.
+which builds and runs the registered trainer and says which files it writes (``run_info.json`` tells the run's
+state). ``eval`` prints held-out accuracy with the config's task, answer rule and completion budget
+(``deploy/evaluate.py``): a base model, a run and its export, measured alike; it writes every reply to
+``eval.jsonl``. ``export`` writes a LoRA adapter, a merged model or GGUF (``deploy/export.py``); ``export-verl``
+the same run for verl (``deploy/verl.py``).
 
-Left out on purpose: everything that is not argument parsing (the library does it).
+A config error, or your own reward or answer rule failing its first call (before any model loads), exits
+with status 2 and one line naming it; an error during training, with status 1 and one line saying where its
+traceback went. Which paths are relative to what: docs/cli.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -55,14 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--backend", help="override backend (scratch | trl)")
     tr.add_argument("--max-steps", type=int, help="override trainer.max_steps")
     tr.add_argument("--output-dir", help="override output_dir")
-    tr.add_argument("--resume-from", metavar="DIR/checkpoint-N",
+    tr.add_argument("--resume-from", metavar="RUN_DIR | RUN_DIR/checkpoint-N",
                     help="continue a run from one of its checkpoints (trainer.save_steps writes them)")
     tr.add_argument("--report-to", metavar="NAME[,NAME]", help=REPORT_TO_HELP)
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                     help="override any config key, e.g. --set trainer.eval_every=10 (repeatable)")
     ev = sub.add_parser("eval", help="held-out accuracy of a run, an export or a model on a config's task")
     ev.add_argument("target", help="a run directory (sdpo-kit train's output_dir), an export folder, or a model name")
-    ev.add_argument("--config", required=True, help="the YAML config whose task, answer rule and completion budget to use")
+    ev.add_argument("--config", help="a preset or YAML config whose task, answer rule and completion budget to use "
+                    "(default: the run folder's config.yaml)")
+    ev.add_argument("--show", type=int, default=0, metavar="N",
+                    help="print N held-out questions: the reply, the answer read, the expected one, right or wrong")
+    ev.add_argument("--out", help="where to write one JSON row per question (default: RUN_DIR/eval.jsonl)")
     ev.add_argument("--set", action="append", metavar="KEY=VALUE", default=[], help="override any config key")
     ex = sub.add_parser("export", help="export a trained run: LoRA adapter or merged model (sdpo_kit.deploy.export)")
     ex.add_argument("run_dir", help="a directory `sdpo-kit train` wrote (config.yaml + model/)")
@@ -97,7 +105,7 @@ def presets_main() -> int:
 
 def export_verl_main(args) -> int:
     from sdpo_kit.core.config import ConfigError
-    from sdpo_kit.deploy.verl import export_verl
+    from sdpo_kit.deploy.verl import export_report, export_verl
     from sdpo_kit.deploy.verl_config import VerlExportError
     from sdpo_kit.registry import load_config
 
@@ -110,15 +118,7 @@ def export_verl_main(args) -> int:
     except (ConfigError, VerlExportError) as e:
         print(f"sdpo-kit export-verl: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {out['out_dir']}: {', '.join(out['files'])}")
-    for u in out["unmapped"]:
-        print(f"  not in verl's config: {u}")
-    if out["checked_with_verl"]:
-        print("  composed against verl's ppo_trainer config and passed its validate_config")
-    else:
-        why = "--no-check" if args.no_check else "verl is not importable here (make test-verl checks in .venv-verl)"
-        print(f"  not checked against verl: {why}")
-    print(f"  run on a GPU machine: bash {out['out_dir']}/run_verl.sh")
+    print(export_report(out, args.no_check))
     return 0
 
 
@@ -137,23 +137,26 @@ def export_main(args) -> int:
 
 def eval_main(args) -> int:
     from sdpo_kit.core.config import ConfigError
-    from sdpo_kit.deploy.evaluate import evaluate
+    from sdpo_kit.deploy.evaluate import evaluate, run_config
     from sdpo_kit.deploy.run_model import ExportError
     from sdpo_kit.registry import load_config
     from sdpo_kit.training import set_threads
 
     try:
-        cfg = load_config(args.config, parse_set(args.set))
+        cfg = load_config(args.config or run_config(args.target), parse_set(args.set))
         set_threads(cfg.threads, cfg.model.name)
-        print(evaluate(args.target, cfg).line())
+        result = evaluate(args.target, cfg, out=args.out)
     except (ConfigError, ExportError, ValueError) as e:
         print(f"sdpo-kit eval: {e}", file=sys.stderr)
         return 2
+    print(result.report(args.show))
     return 0
 
 
 def main(argv=None) -> int:
+    from sdpo_kit.core.checkpoint import CHECKPOINT_RE
     from sdpo_kit.core.config import ConfigError
+    from sdpo_kit.core.run_info import one_line
     from sdpo_kit.registry import load_config
     from sdpo_kit.training import train
 
@@ -176,14 +179,19 @@ def main(argv=None) -> int:
     if args.report_to:
         names = [n.strip() for n in args.report_to.split(",") if n.strip()]
         overrides["trainer.report_to"] = names[0] if len(names) == 1 else names
+    if args.resume_from and not args.output_dir and not CHECKPOINT_RE.match(Path(args.resume_from).name):
+        overrides["output_dir"] = args.resume_from   # a run folder continues in place: one metrics.jsonl
     try:
         cfg = load_config(args.config, overrides)
-        if args.resume_from and not Path(args.resume_from).is_dir():
-            raise ConfigError(f"--resume-from {args.resume_from}: no such checkpoint folder")
-        train(cfg, config_path=args.config, resume_from=args.resume_from)
+        train(cfg, config_path=args.config, resume_from=args.resume_from,
+              command=" ".join(["sdpo-kit", *map(shlex.quote, sys.argv[1:] if argv is None else argv)]))
     except ConfigError as e:
-        print(f"sdpo-kit: config error: {e}", file=sys.stderr)
+        print(f"sdpo-kit: config error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
+    except Exception as e:   # the run folder's run_info.json says failed; its traceback.txt has the rest
+        where = getattr(e, "traceback_file", None)
+        print(f"sdpo-kit: {one_line(e)}" + (f" (traceback: {where})" if where else ""), file=sys.stderr)
+        return 1
     return 0
 
 

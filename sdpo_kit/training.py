@@ -1,7 +1,9 @@
 """The training API: ``train(config)`` runs one job, as ``sdpo-kit train`` does.
 
     train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=None, overrides=None,
-          resume_from=None, dashboard=None, config_path=None) -> summary dict
+          resume_from=None, dashboard=None, config_path=None, command=None) -> summary dict
+    checked_run(config, overrides, pieces) -> (cfg, task)   every check that needs no model
+    run_checked(cfg, task, pieces, ...)     the run itself: policy, rewards, trainer, saved model
     set_threads(n, model_name)        torch CPU threads for a run (the config's, else 1 for the tiny lab)
     ProgressPrinter(max_steps, every)  the console line of a step's reward, loss and eval accuracy
     preflight_for(cfg)                 ``models.preflight`` for a run config (device, dtype, memory estimate)
@@ -23,8 +25,12 @@ Every trainer writes the same files:
     D/completions.jsonl  every trainer.log_completions_every steps: each sampled completion with its
                          prompt, rewards, feedback (SDPO: teacher prompt); pandas.read_json(..., lines=True)
     D/runs/, D/wandb/    with report_to tensorboard / wandb (``cli.REPORT_TO_HELP`` says how to open each)
-    D/checkpoint-N/      every trainer.save_steps steps (model or adapter, optimizer, scheduler,
-                         random states, step, sampler position); resume_from continues there
+    D/checkpoint-N/      every trainer.save_steps steps and at the last one (trainer.save_last, on by
+                         default): model or adapter, optimizer, scheduler, random states, step, sampler
+                         position; resume_from continues there (a run folder: its newest checkpoint)
+    D/run_info.json      the run's state: running, finished or failed with the error; the command, the
+                         config's path, sdpo_kit's version and commit, start and end (``core.run_info``)
+    D/traceback.txt      a failed run's whole traceback
     D/model/             the trained model (safetensors) or its LoRA adapter, and the tokenizer
     D/reward_curve.png   the live plot's last frame
     D/config.yaml        the config actually run (overrides applied)
@@ -67,10 +73,19 @@ def set_threads(n: int, model_name: str) -> int:
 
 
 class ProgressPrinter:
-    """Prints a line every ``every`` steps and on every row with an eval."""
+    """A run's progress: on a terminal a tqdm bar over the steps (reward, loss and eval accuracy beside it, each
+    evaluation also as a line); elsewhere (a log, a notebook) a line every ``every`` steps and on every row
+    with an eval."""
 
-    def __init__(self, max_steps: int, every: int):
+    def __init__(self, max_steps: int, every: int, terminal: bool | None = None):
+        from sdpo_kit.core.progress import on_terminal
+
         self.max_steps, self.every = max_steps, max(1, every)
+        self.bar = None
+        if on_terminal() if terminal is None else terminal:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=max_steps, desc="train", unit="step", dynamic_ncols=True)
 
     def __call__(self, row: dict) -> None:
         step, acc = row.get("step", 0), row.get("eval/accuracy")
@@ -80,7 +95,15 @@ class ProgressPrinter:
             parts.append(f"loss {row.get('loss', float('nan')):+.4f}")
         if acc is not None:
             parts.append(f"eval acc {acc:.3f}")
-        if acc is not None or step % self.every == 0:
+        if self.bar is not None:
+            if "reward/mean" in row:
+                self.bar.n = step
+                self.bar.set_postfix_str("  ".join(parts[1:]))
+            if acc is not None:
+                self.bar.write("  ".join(parts))
+            if step >= self.max_steps and acc is not None:
+                self.bar.close()
+        elif acc is not None or step % self.every == 0:
             print("  ".join(parts), flush=True)
 
 
@@ -119,46 +142,96 @@ def check_answer_rules(task, reward_funcs) -> None:
 
 
 def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=None, overrides: dict | None = None,
-          resume_from: str | None = None, dashboard=None, config_path: str | None = None) -> dict:
+          resume_from: str | None = None, dashboard=None, config_path: str | None = None,
+          command: str | None = None) -> dict:
     """Run one training job from ``config``: a preset's name, a YAML path, a dict or a ``Config``.
 
-    ``resume_from``: a checkpoint folder to continue from. ``advantage_fn``, ``loss_fn``, ``distill_fn``, ``gae_fn``:
-    your own pieces in place of the library's (module docstring).
+    ``resume_from``: a checkpoint folder, or a run folder (its newest checkpoint), to continue from.
+    ``advantage_fn``, ``loss_fn``, ``distill_fn``, ``gae_fn``: your own pieces in place of the library's
+    (module docstring). ``command``: what started the run, for ``run_info.json`` (the CLI gives its command
+    line; default ``sdpo_kit.train('CONFIG')``).
 
     ``dashboard``: a ``viz.dashboard.Dashboard`` to show the run in (a notebook's live plots, progress and
     completions); it then draws ``reward_curve.png`` in place of the run's own plot.
+
+    Every check that needs no model (the config, your pieces, the task's file, your reward and answer rule)
+    runs before the output folder is made: a ``ConfigError`` leaves no folder behind. From then on
+    ``run_info.json`` says the run's state; an error marks it failed (``core.run_info``) and is raised again.
 
     Returns a summary: ``before`` / ``after`` held-out accuracy, ``train_s``, ``eval_s``,
     ``total_s``, ``s_per_step`` (training loop without evals), ``output_dir``, ``history``
     (the metric rows) and the trained ``model`` and ``tokenizer``.
     """
-    from sdpo_kit.core.checkpoint import save_model
-    from sdpo_kit.core.config import ConfigError, completion_budget, dump_config
-    from sdpo_kit.core.pieces import describe, refusals
-    from sdpo_kit.core.utils import seed_everything
-    from sdpo_kit.lab.model import lab_config_for
-    from sdpo_kit.models import load_policy
-    from sdpo_kit.registry import get_algorithm, get_trainer, load_config, make_task, panels_for
-    from sdpo_kit.rewards import make_reward
-    from sdpo_kit.tasks.dataset import check_dataset_run
-    from sdpo_kit.viz.plots import LivePlot
+    from sdpo_kit.core.config import ConfigError, dump_config
+    from sdpo_kit.core.run_info import RunInfo, resume_checkpoint
 
+    t_start = time.perf_counter()
     if config_path is None:
         config_path = str(config) if isinstance(config, (str, os.PathLike)) else "<dict>"
-    cfg = load_config(config, overrides)
-    entry = get_trainer(cfg.algorithm, cfg.backend)
     pieces = {k: v for k, v in dict(advantage_fn=advantage_fn, loss_fn=loss_fn, distill_fn=distill_fn,
                                     gae_fn=gae_fn).items() if v is not None}
-    problems = refusals(entry.learner_pieces, cfg.trainer, pieces)
-    if problems:
-        raise ConfigError(f"{cfg.algorithm}/{cfg.backend}: " + "; ".join(problems))
-    t_start = time.perf_counter()
-    tc = cfg.trainer
-    threads = set_threads(cfg.threads, cfg.model.name)
-    seed_everything(tc.seed)
+    cfg, task = checked_run(config, overrides, pieces)
+    if resume_from is not None:
+        try:
+            resume_from = str(resume_checkpoint(resume_from))
+        except FileNotFoundError as e:
+            raise ConfigError(str(e)) from None
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     dump_config(cfg, out / "config.yaml")
+    info = RunInfo(out, command or f"sdpo_kit.train({config_path!r})", config_path, resume_from)
+    try:
+        summary = run_checked(cfg, task, pieces, resume_from=resume_from, dashboard=dashboard, config_path=config_path,
+                      t_start=t_start)
+    except BaseException as e:
+        e.traceback_file = info.failed(e)   # the CLI prints where it went
+        raise
+    info.finished(summary)
+    return summary
+
+
+def checked_run(config, overrides, pieces: dict):
+    """(cfg, task): the config loaded and every check that needs no model passed (a ``ConfigError`` says which
+    failed): the pieces the trainer takes, the task and its file, whether it can feed the algorithm, and your
+    own reward and answer rule called once on the first training rows (``rewards.precheck``)."""
+    from sdpo_kit.core.config import ConfigError
+    from sdpo_kit.core.pieces import refusals
+    from sdpo_kit.registry import get_algorithm, get_trainer, load_config, make_task
+    from sdpo_kit.rewards.precheck import check_user_code
+    from sdpo_kit.tasks.dataset import check_dataset_run
+
+    cfg = load_config(config, overrides)
+    problems = refusals(get_trainer(cfg.algorithm, cfg.backend).learner_pieces, cfg.trainer, pieces)
+    if problems:
+        raise ConfigError(f"{cfg.algorithm}/{cfg.backend}: " + "; ".join(problems))
+    task = make_task(**cfg.task)
+    try:
+        check_dataset_run(task, get_algorithm(cfg.algorithm).dataset_refusal,
+                          getattr(cfg.trainer, "prompts_per_step", 1))
+    except ValueError as e:
+        raise ConfigError(f"task: {e}") from None
+    check_user_code(cfg.reward, task, task.splits()[0])
+    return cfg, task
+
+
+def run_checked(cfg, task, pieces: dict, *, resume_from=None, dashboard=None, config_path: str = "<dict>",
+        t_start: float | None = None) -> dict:
+    """Train a checked config (``checked_run``) into its output folder: load the policy and rewards, build the
+    registered trainer, run it, save the model; returns ``train``'s summary."""
+    from sdpo_kit.core.checkpoint import save_model
+    from sdpo_kit.core.config import ConfigError, completion_budget
+    from sdpo_kit.core.pieces import describe
+    from sdpo_kit.core.utils import seed_everything
+    from sdpo_kit.lab.model import lab_config_for
+    from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import get_trainer, panels_for
+    from sdpo_kit.rewards import make_reward
+    from sdpo_kit.viz.plots import LivePlot
+
+    t_start = time.perf_counter() if t_start is None else t_start
+    entry, tc, out = get_trainer(cfg.algorithm, cfg.backend), cfg.trainer, Path(cfg.output_dir)
+    threads = set_threads(cfg.threads, cfg.model.name)
+    seed_everything(tc.seed)
     resumed = f" resume_from={resume_from}" if resume_from else ""
     print(f"sdpo-kit train {config_path}: algorithm={cfg.algorithm} backend={cfg.backend} model={cfg.model.name} "
           f"reward={[r['type'] for r in cfg.reward]} steps={tc.max_steps} threads={threads}{resumed} -> {out}",
@@ -167,12 +240,6 @@ def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=No
     for name, fn in pieces.items():
         print(f"{name}: yours, {describe(fn)}", flush=True)
 
-    task = make_task(**cfg.task)
-    try:
-        check_dataset_run(task, get_algorithm(cfg.algorithm).dataset_refusal,    # before a model loads
-                          getattr(tc, "prompts_per_step", 1))
-    except ValueError as e:
-        raise ConfigError(f"task: {e}") from None
     train_rows, heldout = task.splits()
     model, tokenizer = load_policy(
         cfg.model.name, lora=cfg.model.lora, load_in_4bit=cfg.model.load_in_4bit,

@@ -37,8 +37,10 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
     print("$", " ".join(cmd), flush=True)
     t0 = time.perf_counter()
     # a fresh clone's CI has neither: PYTHONPATH (make bench-stale's) would import another checkout's code,
-    # SDPO_KIT_CACHE (exported by this checkout's Makefile) would hand the clone its warm starts
-    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SDPO_KIT_CACHE")}
+    # the machine's model cache (SDPO_KIT_CACHE, else ~/.cache/sdpo_kit) would hand the clone its warm starts
+    # and the unpacked real model: the clone gets an empty cache of its own
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    clean["SDPO_KIT_CACHE"] = str(cwd / ".cache" / "sdpo_kit")
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=clean)
     lines = []

@@ -24,6 +24,9 @@
     verl_keys.py   what an algorithm's verl mapping writes into (VerlPaths, VerlSettings) and shared keys
     pieces.py      a learner's own piece of an algorithm (an advantage, a loss), checked where it runs
     user_code.py   a learner's own function named in a config ("my_rewards.py:name", "package.module:name")
+    run_info.py    a run folder's state (run_info.json: running, finished, failed) and the checkpoint to resume
+    progress.py    a tqdm bar on a terminal, plain lines elsewhere
+    cache.py       the one model cache ($SDPO_KIT_CACHE, else ~/.cache/sdpo_kit)
     lazy.py        a package's public names imported on first use (``import sdpo_kit`` stays instant)
     utils.py       eval_mode, seed_everything, tolerances, quiet_progress_bars
 """

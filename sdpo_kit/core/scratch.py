@@ -64,6 +64,8 @@ class RunConfig:
     eval_every: int = 25              # 0: only at step 0 and at the end
     save_steps: int = 0               # write output_dir/checkpoint-N every N steps; 0: never
     save_total_limit: int | None = None  # keep only the newest N checkpoints; None: all
+    save_last: bool = True            # a finished run keeps checkpoint-<max_steps> (output_dir set): --resume-from
+                                      # RUN_DIR extends it
     seed: int = 0
     output_dir: str | None = None     # metrics.jsonl and checkpoints go there when set
     mixed_precision: str = "auto"     # auto | no | fp16 | bf16 (core.precision; auto is fp32 on a CPU)
@@ -307,7 +309,9 @@ class ScratchTrainer:
                 self.completion_log.flush(step)  # before the row: a dashboard shows both at once
                 self.log(row)
                 stop = step < cfg.max_steps and self.stop_requested()
-                if (cfg.save_steps and (step % cfg.save_steps == 0 or step == cfg.max_steps)) or (stop and cfg.output_dir):
+                due = cfg.save_steps and (step % cfg.save_steps == 0 or step == cfg.max_steps)
+                last = step == cfg.max_steps and cfg.save_last
+                if due or ((stop or last) and cfg.output_dir):
                     self.save_checkpoint(step)
                 if stop:  # asked between steps: the step ran whole, its checkpoint resumes the run
                     self.stopped_at = step
@@ -345,7 +349,7 @@ class ScratchTrainer:
                 f"max_steps={now['max_steps']}: its learning-rate schedule decays over max_steps, so the resumed "
                 f"steps would follow another schedule than the interrupted run's. Resume with "
                 f"max_steps={saved['max_steps']} (or train with a constant schedule to extend a run)")
-        harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "output_dir",
+        harmless = {"max_steps", "eval_every", "save_steps", "save_total_limit", "save_last", "output_dir",
                     "log_completions_every", "report_to", "zero_signal_fraction", "zero_signal_steps"}
         changed = sorted(k for k in saved if k not in harmless and k in now and saved[k] != now[k])
         if changed:

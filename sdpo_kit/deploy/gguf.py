@@ -4,7 +4,7 @@ The converter (``convert_hf_to_gguf.py``, its ``conversion`` package and the ven
 ships inside the llama-cpp-python source distribution on PyPI. ``converter_dir()`` uses
 ``$SDPO_KIT_LLAMA_CPP`` when set (a llama.cpp checkout), else downloads that sdist once with pip
 (``LLAMA_CPP_PYTHON``, no build) and keeps only those files under the cache
-(``lab.cache_dir()/llama.cpp-<version>``). The conversion runs in a subprocess
+(``core.cache.cache_dir()/llama.cpp-<version>``). The conversion runs in a subprocess
 (``gguf_convert.py``; it also maps the tiny lab's character vocabulary explicitly).
 
 What the converter imports: torch, numpy, transformers, pyyaml and tqdm (sdpo_kit's own
@@ -53,7 +53,7 @@ def _has_converter(root: Path) -> bool:
 
 def converter_dir(fetch: bool = True) -> Path:
     """The folder holding llama.cpp's converter (see the module docstring)."""
-    from sdpo_kit.lab.model import cache_dir
+    from sdpo_kit.core.cache import cache_dir
 
     env = os.environ.get("SDPO_KIT_LLAMA_CPP")
     if env:

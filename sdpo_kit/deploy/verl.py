@@ -314,3 +314,18 @@ def export_verl(cfg, out_dir, *, n_gpus_per_node: int = 1, nnodes: int = 1, max_
         raise
     return {"out_dir": out_dir, "files": sorted(p.name for p in out_dir.iterdir()), "values": script.values,
             "unmapped": script.unmapped, "checked_with_verl": checked, "max_prompt_length": max_prompt_length}
+
+
+def export_report(out: dict, no_check: bool = False) -> str:
+    """What ``sdpo-kit export-verl`` prints about an export (``export_verl``'s result): its files, the settings
+    verl has no place for, whether verl checked it, and the command to run it."""
+    lines = [f"wrote {out['out_dir']}: {', '.join(out['files'])}"]
+    lines += [f"  not in verl's config: {u}" for u in out["unmapped"]]
+    if out["checked_with_verl"]:
+        lines.append("  composed against verl's ppo_trainer config and passed its validate_config")
+    else:
+        why = "--no-check" if no_check else "verl is not importable here (make test-verl checks in .venv-verl)"
+        lines.append(f"  not checked against verl: {why}")
+    lines.append(f"  run on a GPU machine: bash {out['out_dir']}/run_verl.sh")
+    return "\n".join(lines)
+

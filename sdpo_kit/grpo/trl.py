@@ -60,7 +60,7 @@ from sdpo_kit.rewards import check_columns, checked
 
 # config keys TRL does not know
 OURS_ONLY = ("prompts_per_step", "eval_every", "mixed_precision", "log_completions_every", "zero_signal_fraction",
-             "zero_signal_steps", "sampling_dtype")
+             "zero_signal_steps", "sampling_dtype", "save_last")
 DEFAULT_ARGS = {"per_device_train_batch_size": 64, "num_generations": 8}
 
 
@@ -92,6 +92,7 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
     for key in ("eval_every", "log_completions_every", "zero_signal_fraction", "zero_signal_steps"):
         overrides.pop(key, None)  # ours, read by MetricsCallback (evaluations, completions.jsonl, ZeroSignalWatch)
     prompts_per_step = overrides.pop("prompts_per_step", None)
+    save_last = overrides.pop("save_last", False)   # ours: a checkpoint at the last step (TRL's save_steps)
     if overrides.pop("sampling_dtype", "float32") == "bfloat16":   # GRPOTRLConfig refuses it too
         raise ValueError(SAMPLING_ON_TRL)
     mixed_precision = overrides.pop("mixed_precision", "auto")
@@ -114,6 +115,8 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
         args["max_steps"] = int(overrides["max_steps"]) * mu
     if overrides.get("save_steps"):
         args.update(save_strategy="steps", save_steps=int(overrides["save_steps"]) * mu)
+    elif save_last and args.get("max_steps", -1) > 0:   # one checkpoint, at the last step
+        args.update(save_strategy="steps", save_steps=int(args["max_steps"]))
     elif "save_steps" in overrides:  # 0: no checkpoints (TRL would take 0 as "every step")
         args.pop("save_steps")
         args["save_strategy"] = "no"

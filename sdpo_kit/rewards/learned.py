@@ -6,7 +6,7 @@ binary cross-entropy on the arithmetic task: for each training question the righ
 (label 1) and ``wrong_per_question`` near misses, the sum plus an offset in +-1..max_offset
 (label 0). It must learn the sum to judge an answer, so on held-out questions it is right only
 so often: ``agreement`` measures that against the verifiable reward, on a policy's own samples.
-Built once and cached like the warm start (``lab.cache_dir()``).
+Built once and cached like the warm start (``core.cache.cache_dir()``).
 
 ``sequence_classifier_reward(model, tokenizer)`` turns any sequence-classification reward model
 (this one or a hub model with the policy's chat template) into a TRL-signature reward function.
@@ -111,7 +111,8 @@ def build_reward_model(cfg: RewardModelConfig | None = None, *, force: bool = Fa
     """The tiny reward model and its tokenizer (the lab's), trained once and cached on disk."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
-    from sdpo_kit.lab.model import build_tokenizer, cache_dir
+    from sdpo_kit.core.cache import cache_dir
+    from sdpo_kit.lab.model import build_tokenizer
     from sdpo_kit.tasks.base import make_task
 
     cfg = cfg or RewardModelConfig()

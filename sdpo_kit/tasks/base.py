@@ -70,20 +70,28 @@ class Task(Protocol):
 
 
 @torch.no_grad()
+def greedy_replies(model, tokenizer, rows: list[dict], *, max_new_tokens: int, batch_size: int = 256,
+                   on_batch=None) -> list[str]:
+    """Each row's greedy completion of its prompt (batched); ``on_batch(n)`` after each batch of n rows."""
+    from sdpo_kit.core.sampling import generate_completions
+
+    texts = []
+    for i in range(0, len(rows), batch_size):
+        chunk = rows[i : i + batch_size]
+        texts += generate_completions(model, tokenizer, [r["prompt"] for r in chunk],
+                                      max_new_tokens=max_new_tokens, do_sample=False)
+        if on_batch is not None:
+            on_batch(len(chunk))
+    return texts
+
+
 def greedy_accuracy(task: Task, model, tokenizer, rows: list[dict], *, max_new_tokens: int,
                     batch_size: int = 256) -> float:
     """Fraction of ``rows`` whose greedy completion ``task.is_correct`` accepts (batched)."""
     if not rows:
         raise ValueError("evaluate() got no rows")
-    from sdpo_kit.core.sampling import generate_completions
-
-    correct = 0
-    for i in range(0, len(rows), batch_size):
-        chunk = rows[i : i + batch_size]
-        texts = generate_completions(model, tokenizer, [r["prompt"] for r in chunk],
-                                     max_new_tokens=max_new_tokens, do_sample=False)
-        correct += sum(task.is_correct(t, r[task.answer_column]) for t, r in zip(texts, chunk))
-    return correct / len(rows)
+    texts = greedy_replies(model, tokenizer, rows, max_new_tokens=max_new_tokens, batch_size=batch_size)
+    return sum(task.is_correct(t, r[task.answer_column]) for t, r in zip(texts, rows)) / len(rows)
 
 
 PREFERENCE_COLUMNS = ("chosen", "rejected")
