@@ -15,7 +15,8 @@ Numbers come from clean commits: a script refuses to start, and ``write_results`
 Each results file names the files it measures (its rooms in ``experiments.py``) and carries a behaviour fingerprint
 (``fingerprint.py``: a short replay of what it measured, taken as it is written); when ``make bench-check``
 replays it differently the results are stale: ``reports/render.py`` marks their blocks and lists them, ``make
-bench-stale`` re-measures them (``reports/staleness.py``; ``make test`` fails only on a dirty tree or missing provenance).
+bench-stale`` re-measures them (``reports/staleness.py``; ``make test`` fails only on a dirty tree or missing
+provenance).
 """
 
 from __future__ import annotations

@@ -24,14 +24,15 @@ Part 2, at the top dial: per method and seed, a scratch-backend run from that wa
 greedy accuracy every ``eval_every`` steps, and greedy accuracy on the training functions before and
 after (``train_start_acc``, ``train_final_acc``: the held-out split has 18 functions, the training split 72,
 so a run can fit the functions it trains on and lose the ones it never sees), and the share of held-out
-prompts answered with a training function's expression (``heldout_as_training_fn_start`` / ``_final``). Methods (``METHODS``): ``grpo``; ``sdpo`` (successful
-siblings only); ``sdpo_feedback`` (and the tests' feedback, TRL's placement); ``blend`` (both losses,
-``(1 - w) GRPO + w SDPO`` with feedback, TRL's ``distillation_weight`` w = 0.5). Every method gets the
-same warm start, prompts, group size, completion budget and steps; its learning rate is picked from
-``--lr-grid`` by the median final accuracy on ``--tune-seeds`` and reported on ``--seeds`` (``--lr
-METHOD=LR`` pins one instead). Each run also keeps its share of all-fail groups, of rows with a
-teacher, and its update norm: what a method had to learn from. Four methods take more than one sitting on 2
-cores: the same command with ``--resume`` continues a cut-short invocation from its journal (``runner.py``).
+prompts answered with a training function's expression (``heldout_as_training_fn_start`` / ``_final``).
+Methods (``METHODS``): ``grpo``; ``sdpo`` (successful siblings only); ``sdpo_feedback`` (and the tests'
+feedback, TRL's placement); ``blend`` (both losses, ``(1 - w) GRPO + w SDPO`` with feedback, TRL's
+``distillation_weight`` w = 0.5). Every method gets the same warm start, prompts, group size, completion
+budget and steps; its learning rate is picked from ``--lr-grid`` by the median final accuracy on
+``--tune-seeds`` and reported on ``--seeds`` (``--lr METHOD=LR`` pins one instead). Each run also keeps its
+share of all-fail groups, of rows with a teacher, and its update norm: what a method had to learn from. Four
+methods take more than one sitting on 2 cores: the same command with ``--resume`` continues a cut-short
+invocation from its journal (``runner.py``).
 
 Part 3 (``--discovery``), at the top dial: test-time discovery on the held-out functions the warm
 start solves in under 10% of 32 plain samples (at most ``--discovery-rows``): the share of them
@@ -113,7 +114,8 @@ def run(spec: tuple) -> dict:
             "start_acc": s["before"], "final_acc": s["after"], "acc_by_step": acc, "reward_by_step": reward,
             "train_start_acc": train_before, "train_final_acc": train_after,
             "heldout_as_training_fn_start": recalled_before, "heldout_as_training_fn_final": recalled_after,
-            "zero_std_groups": mean_of(h, "stats/frac_zero_std"), "teacher_coverage": mean_of(h, "sdpo/teacher_coverage"),
+            "zero_std_groups": mean_of(h, "stats/frac_zero_std"),
+            "teacher_coverage": mean_of(h, "sdpo/teacher_coverage"),
             "success_group_frac": mean_of(h, "sdpo/success_group_frac"), "update_norm": mean_of(h, "sdpo/update_norm"),
             "wall_s": round(wall, 1)}
 
@@ -147,7 +149,8 @@ def teacher_part(dial: int, variant: str = "top") -> dict:
     templates = {k: getattr(cfg.trainer, k) for k in TEMPLATE_KEYS}
     held = task.splits()[1]
     out = {**teacher_quality(model, tok, task, held, **templates), "warm_start_s": round(warm_s, 1)}
-    tried = generate_completions(model, tok, [r["prompt"] for r in held[:32]], max_new_tokens=task.max_completion_tokens())
+    tried = generate_completions(model, tok, [r["prompt"] for r in held[:32]],
+                                 max_new_tokens=task.max_completion_tokens())
     scored = task.scored(tried, [r["answer"] for r in held[:32]])
     i = next((i for i, s in enumerate(scored) if s["score"] == 0.0 and s["feedback"]), None)
     if i is not None:

@@ -38,11 +38,15 @@ CONFIG = "configs/real_grpo.yaml"
 def copy_gb_per_s(mb: int = 512, repeats: int = 5) -> float:
     """The machine's memory bandwidth as a tensor copy sees it: bytes read plus bytes written a second
     (GB/s), median of ``repeats`` copies of ``mb`` MiB of fp32, on the threads torch has."""
-    a, b, times = torch.ones(mb * 2**18), torch.empty(mb * 2**18), []
-    for i in range(repeats + 1):   # one warm-up copy
+    a = torch.ones(mb * 2**18)
+    b = torch.empty(mb * 2**18)
+    times = []
+    for i in range(repeats + 1):
         t0 = time.perf_counter()
         b.copy_(a)
-        times += [time.perf_counter() - t0] if i else []
+        elapsed = time.perf_counter() - t0
+        if i:   # the first copy warms up
+            times.append(elapsed)
     return 2 * a.numel() * a.element_size() / median(times) / 1e9
 
 
@@ -68,16 +72,14 @@ def draw_seconds(B: int, V: int, steps: int, repeats: int = 3) -> dict:
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = parse_args(ap)
-    torch.set_num_threads(args.threads)
-    from torch.profiler import ProfilerActivity, profile
+def rows_identical(x: torch.Tensor, y: torch.Tensor) -> float:
+    """The share of rows of completion ids ``x`` equal to ``y``'s (0.0 when their shapes differ)."""
+    return (x == y).all(1).float().mean().item() if x.shape == y.shape else 0.0
 
-    from sdpo_kit.core.sampler_copy import SamplerCopy
-    from sdpo_kit.core.sampling import sample
+
+def real_batch():
+    """The real model with random adapters (B drawn, so the merge changes the weights), its tokenizer, the
+    config's trainer section and one step's prompts."""
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import load_config, make_task
 
@@ -89,6 +91,69 @@ def main():
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.normal_(0, 0.01, generator=torch.Generator().manual_seed(0))
+    return model, tok, tc, rows
+
+
+def time_variants(run, model, repeats: int) -> dict:
+    """``run(policy)`` -> (seconds, completion ids), ``repeats`` times per variant after one warm-up: LoRA beside
+    the base weights, merged, merged with ``F.linear``'s layout, the bf16 copy (with its refresh's seconds), and
+    one merged run under torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from sdpo_kit.core.sampler_copy import SamplerCopy
+
+    run()
+    with mock.patch("sdpo_kit.core.sampling.mergeable_lora_layers", return_value=None):  # the fold off
+        lora = [run() for _ in range(repeats)]
+    merged = [run() for _ in range(repeats)]
+    with mock.patch("sdpo_kit.core.sampling.few_row_linears", contextlib.nullcontext):  # F.linear's layout
+        plain = [run() for _ in range(repeats)]
+    half = SamplerCopy(model)   # another policy: the loss weights its samples (grpo.loss.sampler_weights)
+    t0 = time.perf_counter()
+    half.refresh()
+    cast_s = time.perf_counter() - t0
+    bf16 = [run(half.model) for _ in range(repeats)]
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    return {"lora": lora, "merged": merged, "plain": plain, "cast_s": cast_s, "bf16": bf16, "prof": prof}
+
+
+def summarize(timed: dict, model) -> tuple[list[dict], dict]:
+    """The runs (each variant's seconds) and the summary: medians, rows identical, the profile's top ops, the
+    floor a decode step's weight reads set, and the draws alone."""
+    lora, merged, plain, bf16 = timed["lora"], timed["merged"], timed["plain"], timed["bf16"]
+    a, b = lora[0][1], merged[0][1]
+    events = sorted(timed["prof"].key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in events) / 1e6
+    ops = {e.key: e.self_cpu_time_total / 1e6 for e in events[:8]}
+    runs = [{"variant": "lora", "seconds": [t for t, _ in lora]},
+            {"variant": "merged", "seconds": [t for t, _ in merged]}]
+    summary = {"lora_s": median(runs[0]["seconds"]), "merged_s": median(runs[1]["seconds"]),
+               "rows_identical": rows_identical(a, b), "batch": list(a.shape), "ops_s": ops, "profiled_s": total,
+               "bf16_s": median([t for t, _ in bf16]), "bf16_cast_s": timed["cast_s"],
+               "rows_identical_bf16": rows_identical(bf16[0][1], b),
+               "plain_layout_s": median([t for t, _ in plain]),
+               "rows_identical_layout": rows_identical(plain[0][1], b)}
+    summary["merged_over_lora"] = summary["merged_s"] / summary["lora_s"]
+    summary["s_per_token_step"] = summary["lora_s"] / a.shape[1]
+    # what bounds a decode step: it reads every weight once (the tied embedding once, as the output layer)
+    weight_bytes = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "lora_" not in n)
+    summary["weights_mb"] = weight_bytes / 1e6
+    summary["copy_gb_s"] = copy_gb_per_s()
+    summary["floor_s"] = a.shape[1] * summary["weights_mb"] / 1e3 / summary["copy_gb_s"]
+    summary["draw_s"] = draw_seconds(a.shape[0], model.config.vocab_size, a.shape[1])
+    return runs, summary
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = parse_args(ap)
+    torch.set_num_threads(args.threads)
+    from sdpo_kit.core.sampling import sample
+
+    model, tok, tc, rows = real_batch()
 
     def run(policy=model):
         torch.manual_seed(0)
@@ -97,39 +162,9 @@ def main():
                     temperature=tc.temperature, num_return_sequences=tc.num_generations)
         return time.perf_counter() - t0, ro.completion_ids
 
-    run()
-    with mock.patch("sdpo_kit.core.sampling.mergeable_lora_layers", return_value=None):  # the fold off
-        lora = [run() for _ in range(args.repeats)]
-    merged = [run() for _ in range(args.repeats)]
-    with mock.patch("sdpo_kit.core.sampling.few_row_linears", contextlib.nullcontext):  # F.linear's layout
-        plain = [run() for _ in range(args.repeats)]
-    half = SamplerCopy(model)   # another policy: the loss weights its samples (grpo.loss.sampler_weights)
-    t0 = time.perf_counter()
-    half.refresh()
-    cast_s, bf16 = time.perf_counter() - t0, [run(half.model) for _ in range(args.repeats)]
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        run()
-    a, b = lora[0][1], merged[0][1]
-    same = (a == b).all(1).float().mean().item() if a.shape == b.shape else 0.0
-    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
-    total = sum(e.self_cpu_time_total for e in events) / 1e6
-    ops = {e.key: e.self_cpu_time_total / 1e6 for e in events[:8]}
-    runs = [{"variant": "lora", "seconds": [t for t, _ in lora]}, {"variant": "merged", "seconds": [t for t, _ in merged]}]
-    summary = {"lora_s": median(runs[0]["seconds"]), "merged_s": median(runs[1]["seconds"]), "rows_identical": same,
-               "batch": list(a.shape), "ops_s": ops, "profiled_s": total, "bf16_s": median([t for t, _ in bf16]),
-               "bf16_cast_s": cast_s, "rows_identical_bf16": (bf16[0][1] == b).all(1).float().mean().item()
-               if bf16[0][1].shape == b.shape else 0.0, "plain_layout_s": median([t for t, _ in plain]),
-               "rows_identical_layout": (plain[0][1] == b).all(1).float().mean().item() if plain[0][1].shape == b.shape else 0.0}
-    summary["merged_over_lora"] = summary["merged_s"] / summary["lora_s"]
-    summary["s_per_token_step"] = summary["lora_s"] / a.shape[1]
-    # what bounds a decode step: it reads every weight once (the tied embedding once, as the output layer)
-    summary["weights_mb"] = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if "lora_" not in n) / 1e6
-    summary["copy_gb_s"] = copy_gb_per_s()
-    summary["floor_s"] = a.shape[1] * summary["weights_mb"] / 1e3 / summary["copy_gb_s"]
-    summary["draw_s"] = draw_seconds(a.shape[0], model.config.vocab_size, a.shape[1])
+    runs, summary = summarize(time_variants(run, model, args.repeats), model)
     write_results("real_decode", config={"config": CONFIG, "threads": args.threads, "repeats": args.repeats},
                   runs=runs, summary=summary)
-
 
 if __name__ == "__main__":
     main()

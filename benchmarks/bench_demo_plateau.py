@@ -51,6 +51,84 @@ def describe(group: list[int], rows, before, after_by_seed, train_sums, sampled,
             "unwritten_digit_share": sum(bool(set(rows[i]["answer"]) & unwritten) for i in group) / len(group)}
 
 
+def sampled_success(model, tok, task, heldout, *, budget: int, temperature: float, samples: int,
+                    unwritten: set) -> tuple[list[float], float]:
+    """Per held-out problem, the share of ``samples`` draws at the run's ``temperature`` that are right; and the
+    share of sampled answers holding a digit the warm start never writes (``unwritten``)."""
+    from sdpo_kit.core.sampling import sample
+
+    torch.manual_seed(0)
+    ro = sample(model, tok, [r["prompt"] for r in heldout], max_new_tokens=budget,
+                temperature=temperature, num_return_sequences=samples)
+    hits = [task.is_correct(t, heldout[k // samples]["answer"]) for k, t in enumerate(ro.texts)]
+    digit_rate = sum(bool(set(t.strip()) & unwritten) for t in ro.texts) / len(ro.texts)
+    return [sum(hits[i * samples:(i + 1) * samples]) / samples for i in range(len(heldout))], digit_rate
+
+
+def train_seeds(args, task, heldout, budget: int, sample_after) -> tuple[list, list, list[float], float]:
+    """``args.config`` trained once per seed: each seed's greedy answers on ``heldout`` and whether each is right,
+    and ``sample_after(model)`` (``sampled_success``) of the first seed's trained model."""
+    after_by_seed, right_by_seed, sampled_after, digit_rate_after = [], [], None, None
+    for seed in args.seeds:
+        with tempfile.TemporaryDirectory() as out:
+            s = run_config(args.config, {"trainer.seed": seed, "output_dir": out})
+        if sampled_after is None:   # the first seed's trained model, sampled as the warm start was
+            sampled_after, digit_rate_after = sample_after(s["model"])
+        answers = greedy_answers(s["model"], s["tokenizer"], heldout, budget)
+        after_by_seed.append(answers)
+        right_by_seed.append([task.is_correct(a, r["answer"]) for a, r in zip(answers, heldout)])
+        print(f"seed {seed}: {sum(right_by_seed[-1])} of {len(heldout)} right after "
+              f"(run's own evaluation: {s['after']:.3f})", flush=True)
+    return after_by_seed, right_by_seed, sampled_after, digit_rate_after
+
+
+def group_problems(right_before: list[bool], right_by_seed: list[list[bool]]) -> tuple[dict, list[int]]:
+    """The held-out problems by what training did to them, and those every seed gets right."""
+    n = len(right_before)
+    all_seeds = [i for i in range(n) if all(r[i] for r in right_by_seed)]
+    no_seed = [i for i in range(n) if not any(r[i] for r in right_by_seed)]
+    some = [i for i in range(n) if i not in all_seeds and i not in no_seed]
+    groups = {
+        "right before and after (every seed)": [i for i in all_seeds if right_before[i]],
+        "learned (every seed)": [i for i in all_seeds if not right_before[i]],
+        "never right": [i for i in no_seed if not right_before[i]],
+        "lost (right before, no seed after)": [i for i in no_seed if right_before[i]],
+        "some seeds": some,
+    }
+    return groups, all_seeds
+
+
+def count_by_sum(heldout, right_before: list[bool], all_seeds: list[int], train_sums) -> dict:
+    """Per right answer (a sum): held-out problems, right before, right after on every seed, training problems."""
+    by_sum = {}
+    for i, r in enumerate(heldout):
+        row = by_sum.setdefault(int(r["answer"]), {"n": 0, "before": 0, "after_every_seed": 0, "train": 0})
+        row["n"] += 1
+        row["before"] += right_before[i]
+        row["after_every_seed"] += i in all_seeds
+    for total, row in by_sum.items():
+        row["train"] = train_sums[total]
+    return by_sum
+
+
+def print_tables(summary: dict, by_sum: dict, never_right: list[int], heldout, before, after_by_seed) -> None:
+    unwritten, digit_rate = summary["unwritten_digits"], summary["unwritten_digit_rate"]
+    rows = [[k, v["n"], v.get("median_train_count"), v.get("median_distance_before"), v.get("median_distance_after"),
+             v.get("sampled_success_before"), v.get("sampled_success_after"), v.get("unwritten_digit_share")]
+            for k, v in summary["groups"].items()]
+    print("\n" + table(["held-out problems", "n", "median train problems with that sum", "median |error| before",
+                        "median |error| after", "sampled success before", "after (first seed)",
+                        "answer holds an unwritten digit"], rows))
+    print(f"\nthe {summary['n']} greedy answers are identical across all seeds on "
+          f"{summary['identical_greedy_answer_across_seeds']} problems; sampled answers holding a digit in "
+          f"{unwritten}: {digit_rate['before']:.3f} before, {digit_rate['after']:.3f} after\n")
+    print(table(["sum", "held-out", "right before", "right after (every seed)", "train problems"],
+                [[k, v["n"], v["before"], v["after_every_seed"], v["train"]] for k, v in sorted(by_sum.items())]))
+    for i in never_right[:12]:
+        print(f"  never right: {heldout[i]['prompt'][-1]['content']:<8} answer {heldout[i]['answer']:>3}  "
+              f"before {before[i]!r}  after {[a[i] for a in after_by_seed]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -71,76 +149,32 @@ def main():
     right_before = [task.is_correct(a, r["answer"]) for a, r in zip(before, heldout)]
     written = set("".join(a.strip() for a in greedy_answers(start, tok, train[:1000], budget)))
     unwritten = set("0123456789") - written
-    from sdpo_kit.core.sampling import sample
 
-    digit_rate = {}   # "before" / "after": share of sampled answers holding a digit the warm start never writes
+    def sample_from(model) -> tuple[list[float], float]:   # the warm start's tokenizer, before and after
+        return sampled_success(model, tok, task, heldout, budget=budget, temperature=cfg.trainer.temperature,
+                               samples=args.samples, unwritten=unwritten)
 
-    def sampled_success(model, when: str) -> list[float]:
-        """Per held-out problem, the share of ``--samples`` draws at the run's temperature that are right."""
-        torch.manual_seed(0)
-        ro = sample(model, tok, [r["prompt"] for r in heldout], max_new_tokens=budget,
-                    temperature=cfg.trainer.temperature, num_return_sequences=args.samples)
-        hits = [task.is_correct(t, heldout[k // args.samples]["answer"]) for k, t in enumerate(ro.texts)]
-        digit_rate[when] = sum(bool(set(t.strip()) & unwritten) for t in ro.texts) / len(ro.texts)
-        return [sum(hits[i * args.samples:(i + 1) * args.samples]) / args.samples for i in range(len(heldout))]
-
-    sampled = sampled_success(start, "before")
+    sampled, digit_rate_before = sample_from(start)
     print(f"digits the warm start never writes (greedy, 1000 training problems): {sorted(unwritten)}", flush=True)
-    after_by_seed, right_by_seed, sampled_after = [], [], None
-    for seed in args.seeds:
-        with tempfile.TemporaryDirectory() as out:
-            s = run_config(args.config, {"trainer.seed": seed, "output_dir": out})
-        if sampled_after is None:   # the first seed's trained model, sampled as the warm start was
-            sampled_after = sampled_success(s["model"], "after")
-        answers = greedy_answers(s["model"], s["tokenizer"], heldout, budget)
-        after_by_seed.append(answers)
-        right_by_seed.append([task.is_correct(a, r["answer"]) for a, r in zip(answers, heldout)])
-        print(f"seed {seed}: {sum(right_by_seed[-1])} of {len(heldout)} right after "
-              f"(run's own evaluation: {s['after']:.3f})", flush=True)
+    after_by_seed, right_by_seed, sampled_after, digit_rate_after = train_seeds(args, task, heldout, budget,
+                                                                                sample_from)
+    # "before" / "after": share of sampled answers holding a digit the warm start never writes
+    digit_rate = {"before": digit_rate_before, "after": digit_rate_after}
+    groups, all_seeds = group_problems(right_before, right_by_seed)
+    by_sum = count_by_sum(heldout, right_before, all_seeds, train_sums)
     n = len(heldout)
-    all_seeds = [i for i in range(n) if all(r[i] for r in right_by_seed)]
-    no_seed = [i for i in range(n) if not any(r[i] for r in right_by_seed)]
-    some = [i for i in range(n) if i not in all_seeds and i not in no_seed]
     same_answers = sum(len({a[i] for a in after_by_seed}) == 1 for i in range(n))
-    groups = {
-        "right before and after (every seed)": [i for i in all_seeds if right_before[i]],
-        "learned (every seed)": [i for i in all_seeds if not right_before[i]],
-        "never right": [i for i in no_seed if not right_before[i]],
-        "lost (right before, no seed after)": [i for i in no_seed if right_before[i]],
-        "some seeds": some,
-    }
-    by_sum = {}
-    for i, r in enumerate(heldout):
-        row = by_sum.setdefault(int(r["answer"]), {"n": 0, "before": 0, "after_every_seed": 0, "train": 0})
-        row["n"] += 1
-        row["before"] += right_before[i]
-        row["after_every_seed"] += i in all_seeds
-    for total, row in by_sum.items():
-        row["train"] = train_sums[total]
     summary = {"n": n, "right_before": sum(right_before), "right_after_by_seed": [sum(r) for r in right_by_seed],
                "by_sum": {k: by_sum[k] for k in sorted(by_sum)}, "unwritten_digits": sorted(unwritten),
                "samples": args.samples, "temperature": cfg.trainer.temperature, "unwritten_digit_rate": digit_rate,
                "identical_greedy_answer_across_seeds": same_answers,
                "groups": {k: describe(v, heldout, before, after_by_seed, train_sums, sampled, sampled_after, unwritten)
                           for k, v in groups.items()}}
-    rows = [[k, v["n"], v.get("median_train_count"), v.get("median_distance_before"), v.get("median_distance_after"),
-             v.get("sampled_success_before"), v.get("sampled_success_after"), v.get("unwritten_digit_share")]
-            for k, v in summary["groups"].items()]
-    print("\n" + table(["held-out problems", "n", "median train problems with that sum", "median |error| before",
-                        "median |error| after", "sampled success before", "after (first seed)",
-                        "answer holds an unwritten digit"], rows))
-    print(f"\nthe {n} greedy answers are identical across all seeds on {same_answers} problems; sampled answers "
-          f"holding a digit in {sorted(unwritten)}: {digit_rate['before']:.3f} before, {digit_rate['after']:.3f} after\n")
-    print(table(["sum", "held-out", "right before", "right after (every seed)", "train problems"],
-                [[k, v["n"], v["before"], v["after_every_seed"], v["train"]] for k, v in sorted(by_sum.items())]))
-    for i in groups["never right"][:12]:
-        print(f"  never right: {heldout[i]['prompt'][-1]['content']:<8} answer {heldout[i]['answer']:>3}  "
-              f"before {before[i]!r}  after {[a[i] for a in after_by_seed]}")
+    print_tables(summary, by_sum, groups["never right"], heldout, before, after_by_seed)
     runs = [{"question": r["prompt"][-1]["content"], "answer": r["answer"], "before": before[i],
              "sampled_success_before": sampled[i], "sampled_success_after": sampled_after[i],
              "after": [a[i] for a in after_by_seed]} for i, r in enumerate(heldout)]
     write_results("demo_plateau", config={"config": args.config, "seeds": args.seeds}, runs=runs, summary=summary)
-
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
 """The first run's promise: SmolLM2-135M-Instruct learns `configs/first_run.yaml` within 3 minutes on 2 threads.
 
-    python benchmarks/bench_first_run.py [--seeds 1 2 3] [--threads 2] [--config configs/first_run.yaml] [--name first_run]
+    python benchmarks/bench_first_run.py [--seeds 1 2 3] [--threads 2] [--config configs/first_run.yaml]
+                                         [--name first_run]
     python benchmarks/bench_first_run.py --config examples/own_task/config.yaml --name own_task
 
 Each seed is one ``sdpo-kit train`` process, timed from its start to its exit: Python's imports, the model

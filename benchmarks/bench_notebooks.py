@@ -39,7 +39,8 @@ EXECUTED = RESULTS / "executed" / "notebooks"   # the full-size run's executed c
 MAX_OUTPUT = 20_000                              # characters one cell may print in an executed copy
 WIDGET = "application/vnd.jupyter.widget-view+json"
 # an absolute path of this machine or of a temporary folder: never in a page
-MACHINE_PATH = re.compile(r"(?<![\w.])(/(?:home|root|tmp|work|Users|private|var/folders|opt|usr)/[\w.\-/]+|[A-Z]:\\[\w\\]+)")
+MACHINE_PATH = re.compile(r"(?<![\w.])(/(?:home|root|tmp|work|Users|private|var/folders|opt|usr)/[\w.\-/]+"
+                          r"|[A-Z]:\\[\w\\]+)")
 
 
 def output_text(output) -> str:
@@ -112,8 +113,9 @@ def run_notebook(path: Path, keep: Path | None = None, banner: str = "") -> tupl
 def executed_banner(commit: str, date: str) -> str:
     """The first cell of an executed copy: which run it shows."""
     return (f"> **Outputs of a full-size run on a 2-core CPU** at commit `{commit}` on {date}, made by `make executed` "
-            "(notebook 00 on SmolLM2-135M-Instruct, the others on the tiny lab; each exercise answered with its reference "
-            "answer). The notebook in the repository has no outputs: open it in Colab or Jupyter to run it yourself.")
+            "(notebook 00 on SmolLM2-135M-Instruct, the others on the tiny lab; each exercise answered with its "
+            "reference answer). The notebook in the repository has no outputs: open it in Colab or Jupyter to run it "
+            "yourself.")
 
 
 def main():

@@ -100,8 +100,9 @@ def run(spec: tuple) -> dict:
         s = train(data, {**VARIANTS[name], "trainer.seed": seed, "trainer.max_steps": steps, "output_dir": out})
         wall = time.perf_counter() - t0
     evals = [(r["step"], r["eval/accuracy"]) for r in s["history"] if r.get("eval/accuracy") is not None]
+    gap_closed = (s["after"] - student_acc) / gap if gap > 0 else None
     return {"method": name, "seed": seed, "evals": evals, "acc_before": s["before"], "acc_after": s["after"],
-            "wall_s": wall, "s_per_step": s["s_per_step"], "gap_closed": (s["after"] - student_acc) / gap if gap > 0 else None}
+            "wall_s": wall, "s_per_step": s["s_per_step"], "gap_closed": gap_closed}
 
 
 def main():
@@ -117,19 +118,21 @@ def main():
     ref = accuracies_and_agreement(data)
     gap = ref["teacher_acc"] - ref["student_acc"]
     specs = [(name, seed, args.steps, ref["student_acc"], gap) for seed in args.seeds for name in VARIANTS]
-    runs = run_all(run, specs, jobs=args.jobs, journal=journal_path(results_path("ppo", args.out).stem, args.resume),
-                   show=lambda r: print(f"{r['method']} seed {r['seed']}: {r['acc_before']:.3f} -> {r['acc_after']:.3f} "
-                                        f"({r['wall_s']:.1f} s)", flush=True))
+    journal = journal_path(results_path("ppo", args.out).stem, args.resume)
+    runs = run_all(run, specs, jobs=args.jobs, journal=journal,
+                   show=lambda r: print(f"{r['method']} seed {r['seed']}: {r['acc_before']:.3f} -> "
+                                        f"{r['acc_after']:.3f} ({r['wall_s']:.1f} s)", flush=True))
 
     with tempfile.TemporaryDirectory() as out:   # part 3: the learned reward, PPO alone
-        s = train(data, {"reward": [{"type": "reward_model"}], "trainer.kd_coef": 0.0, "trainer.max_steps": args.rm_steps,
-                         "trainer.eval_every": 5, "output_dir": out})
+        s = train(data, {"reward": [{"type": "reward_model"}], "trainer.kd_coef": 0.0,
+                         "trainer.max_steps": args.rm_steps, "trainer.eval_every": 5, "output_dir": out})
     rm_curve = [{"step": r["step"], "score_raw": r.get("reward/score_raw"), "acc": r.get("eval/accuracy")}
                 for r in s["history"] if "eval/accuracy" in r or "reward/score_raw" in r]
 
-    write_results("ppo", out=args.out, config={"config": "configs/teacher_student_ppo.yaml", "steps": args.steps, "seeds": args.seeds,
-                                 "rm_steps": args.rm_steps},
-                  runs=runs, summary={**ref, **builds, "gap": gap, "rm_curve": rm_curve})
+    config = {"config": "configs/teacher_student_ppo.yaml", "steps": args.steps, "seeds": args.seeds,
+              "rm_steps": args.rm_steps}
+    write_results("ppo", out=args.out, config=config, runs=runs,
+                  summary={**ref, **builds, "gap": gap, "rm_curve": rm_curve})
 
 
 if __name__ == "__main__":

@@ -3,12 +3,13 @@
     python benchmarks/bench_real.py tasks [--n 100]                    -> results/real_tasks.json
     python benchmarks/bench_real.py speed [--steps 4] [--threads 2] [--runs ALGORITHM:BACKEND ...]
                                                                        -> results/real_speed.json
-    python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...] -> results/real_learn.json
+    python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...]
+                                                                       -> results/real_learn.json
     python benchmarks/bench_real.py sdpo [--seeds 1 2 3] [--methods M ...] [--threads 2]    -> results/real_sdpo.json
 
-``tasks``: held-out accuracy of every level of ``word_problems`` (``tasks/word_problems.py`` LEVELS, and the default),
-greedy and sampled at the configs' temperature (0.7) and budget (48 tokens), read with the ``auto`` rule: which
-setting leaves room to learn (0.2 to 0.6 greedy), and how many questions give a group some right and some wrong.
+``tasks``: held-out accuracy of every level of ``word_problems`` (``tasks/word_problems.py`` LEVELS, and the
+default), greedy and sampled at the configs' temperature (0.7) and budget (48 tokens), read with the ``auto`` rule:
+which setting leaves room to learn (0.2 to 0.6 greedy), and how many questions give a group some right and some wrong.
 
 ``speed``: every algorithm on every backend it has, at its real config's sizes, evaluation off, each run in a process
 of its own on ``--threads`` threads: median seconds per step (the first dropped), peak resident memory, trained
@@ -77,7 +78,8 @@ def bench_tasks(n: int, samples: int) -> list[dict]:
         greedy = task.evaluate(model, tok, heldout, max_new_tokens=BUDGET)
         torch.manual_seed(0)
         prompts = [r["prompt"] for r in heldout for _ in range(samples)]
-        texts = generate_completions(model, tok, prompts, max_new_tokens=BUDGET, do_sample=True, temperature=TEMPERATURE)
+        texts = generate_completions(model, tok, prompts, max_new_tokens=BUDGET, do_sample=True,
+                                     temperature=TEMPERATURE)
         right = [task.is_correct(t, r["answer"]) for t, r in zip(texts, [r for r in heldout for _ in range(samples)])]
         sampled = sum(right) / len(right)
         per_q = [sum(right[i * samples:(i + 1) * samples]) for i in range(len(heldout))]
@@ -94,9 +96,12 @@ def matmul_gflops(threads: int, size: int = 1024, repeats: int = 20) -> float:
     torch.set_num_threads(threads)
     a, b = torch.randn(size, size), torch.randn(size, size)
     times = []
-    for i in range(repeats + 3):   # three warm-up products
-        t0, _ = time.perf_counter(), a @ b
-        times += [time.perf_counter() - t0] if i >= 3 else []
+    for i in range(repeats + 3):
+        t0 = time.perf_counter()
+        _ = a @ b
+        elapsed = time.perf_counter() - t0
+        if i >= 3:   # the first three products warm up
+            times.append(elapsed)
     return 2 * size**3 / statistics.median(times) / 1e9
 
 
@@ -116,8 +121,10 @@ def training_pass(threads: int, batch: int = 8, length: int = 96, repeats: int =
         opt.zero_grad(set_to_none=True)
         if i:   # the first pass warms the allocator up
             times.append(time.perf_counter() - t0)
-    return {"batch": batch, "length": length, "s_per_pass": statistics.median(times),
-            "tokens_per_s": batch * length / statistics.median(times), "params": sum(p.numel() for p in model.parameters())}
+    s_per_pass = statistics.median(times)
+    params = sum(p.numel() for p in model.parameters())
+    return {"batch": batch, "length": length, "s_per_pass": s_per_pass, "tokens_per_s": batch * length / s_per_pass,
+            "params": params}
 
 
 PARTS = ("time/sample_s", "time/score_s", "time/forward_s", "time/backward_s")   # a scratch step's timed parts
@@ -138,7 +145,8 @@ def _speed_child(algorithm, backend, steps, threads, queue):
     tc = cfg.trainer
     task = make_task(**cfg.task)
     sample = task.splits()[0][:32]
-    prompt_tokens = encode_prompts(s["tokenizer"], [r["prompt"] for r in sample])["attention_mask"].sum(1).float().mean().item()
+    encoded = encode_prompts(s["tokenizer"], [r["prompt"] for r in sample])
+    prompt_tokens = encoded["attention_mask"].sum(1).float().mean().item()
     per_step = getattr(tc, "batch_size", None) or tc.prompts_per_step * tc.num_generations
     passes = getattr(tc, "num_iterations", None) or getattr(tc, "ppo_epochs", 1)
     completion = median([r["completion/mean_length"] for r in rows if "completion/mean_length" in r])
@@ -268,9 +276,11 @@ def resumed(args) -> tuple[list[dict], dict, list[int]]:
         raise SystemExit(f"--resume: --methods {args.methods} lacks the file's methods {lacking}")
     moved = [m for m, spec in old["config"]["methods"].items() if spec and list(spec) != list(SDPO_METHODS[m])]
     if moved:
-        raise SystemExit(f"--resume: the file ran {moved} with another config or overrides than SDPO_METHODS now gives")
+        raise SystemExit(f"--resume: the file ran {moved} with another config or overrides than SDPO_METHODS now "
+                         "gives")
     if old["config"]["n_teacher"] != args.n_teacher:
-        raise SystemExit(f"--resume: the file's teacher used {old['config']['n_teacher']} questions, not {args.n_teacher}")
+        raise SystemExit(f"--resume: the file's teacher used {old['config']['n_teacher']} questions, not "
+                         f"{args.n_teacher}")
     prior = [{**r, "commit": r.get("commit", old["commit"])} for r in old["runs"]]
     teacher = {k: {**v, "commit": v.get("commit", old["commit"])} for k, v in old["summary"]["teacher"].items()}
     seeds = sorted(set(old["config"]["seeds"]) | set(args.seeds))
@@ -279,10 +289,11 @@ def resumed(args) -> tuple[list[dict], dict, list[int]]:
     return prior, teacher, seeds
 
 
-def main():
+def arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", choices=["tasks", "speed", "learn", "sdpo"])
-    ap.add_argument("--methods", nargs="+", default=list(SDPO_METHODS), choices=list(SDPO_METHODS), help="sdpo: methods")
+    ap.add_argument("--methods", nargs="+", default=list(SDPO_METHODS), choices=list(SDPO_METHODS),
+                    help="sdpo: methods")
     ap.add_argument("--n-teacher", type=int, default=100, help="sdpo: held-out questions for the teacher's head start")
     ap.add_argument("--n", type=int, default=100, help="tasks: held-out problems per setting")
     ap.add_argument("--samples", type=int, default=4, help="tasks: samples per problem at the configs' temperature")
@@ -294,58 +305,74 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--resume", action="store_true",
                     help="sdpo: keep the runs results/real_sdpo.json holds (and its teacher) and run only the missing "
-                         "(method, seed) pairs; --methods holds the file's methods and may add more (run on every seed)")
+                         "(method, seed) pairs; --methods holds the file's methods and may add more (run on every "
+                         "seed)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="learn: config overrides")
+    return ap
+
+
+def write_tasks(args) -> None:
+    runs = bench_tasks(args.n, args.samples)
+    done = [r for r in runs if "greedy" in r]
+    config = {"n": args.n, "samples": args.samples, "budget": BUDGET, "temperature": TEMPERATURE,
+              "threads": args.threads}
+    write_results("real_tasks", config=config, runs=runs,
+                  summary={"default_greedy": next(r["greedy"] for r in done if r["setting"] == "default")})
+
+
+def write_speed(args) -> None:
+    runs, summary = bench_speed(args.steps, args.threads, args.runs)
+    write_results("real_speed", config={"steps": args.steps, "threads": args.threads, "configs": CONFIGS,
+                                        "runs": args.runs or [f"{a}:{b}" for a, b in RUNS]},
+                  runs=runs, summary=summary)
+
+
+def write_sdpo(args) -> None:
+    prior, teacher, seeds = resumed(args) if args.resume else ([], None, args.seeds)
+    teacher = teacher or {SETTING: real_teacher(args.n_teacher)}
+    config = {"methods": {m: SDPO_METHODS[m] for m in args.methods}, "seeds": seeds, "threads": args.threads,
+              "n_teacher": args.n_teacher}
+
+    def save(runs, complete=False):   # after every run: a run cut short keeps the seeds it finished
+        done = [m for m in args.methods if any(r["method"] == m for r in runs)]
+        finals = {m: median([r["final_acc"] for r in runs if r["method"] == m]) for m in done}
+        write_results("real_sdpo", config=config, runs=runs,
+                      summary={"teacher": teacher, "final_median": finals, "complete": complete,
+                               "seeds_done": sorted({r["seed"] for r in runs}),
+                               "run_commits": sorted({r["commit"] for r in runs})})
+        return finals
+
+    runs = bench_sdpo(args.methods, seeds, args.threads, on_run=save, prior=prior)
+    save(runs, complete=True)
+
+
+def write_learn(args) -> None:
+    from sdpo_kit.cli import parse_set
+    from sdpo_kit.core.sampler_copy import resolve_sampling_dtype
+
+    overrides = parse_set(args.set)
+    runs = bench_learn(args.seeds, args.threads, overrides)
+    p0 = median([r["before"] for r in runs])
+    from sdpo_kit.registry import load_config
+
+    cfg = load_config(CONFIGS["grpo"], overrides)
+    n = cfg.task.get("n_eval", 100)
+    se = (p0 * (1 - p0) / n) ** 0.5
+    lifts = [r["lift"] for r in runs]
+    summary = {"median_before": p0, "median_after": median([r["after"] for r in runs]),
+               "median_lift": median(lifts), "min_lift": min(lifts), "eval_se": se, "n_eval": n,
+               "lifts_over_2se": sum(x > 2 * se for x in lifts),
+               "median_wall_min": median([r["wall_s"] for r in runs]) / 60,
+               "sampling_dtype": resolve_sampling_dtype(cfg.trainer.sampling_dtype, "cpu")[0]}
+    config = {"config": CONFIGS["grpo"], "seeds": args.seeds, "threads": args.threads, "overrides": overrides}
+    write_results("real_learn", config=config, runs=runs, summary=summary)
+
+
+def main():
+    ap = arguments()
     args = parse_args(ap)
     torch.set_num_threads(args.threads)
-    if args.what == "tasks":
-        runs = bench_tasks(args.n, args.samples)
-        done = [r for r in runs if "greedy" in r]
-        write_results("real_tasks", config={"n": args.n, "samples": args.samples, "budget": BUDGET, "temperature": TEMPERATURE,
-                                            "threads": args.threads}, runs=runs,
-                      summary={"default_greedy": next(r["greedy"] for r in done if r["setting"] == "default")})
-    elif args.what == "speed":
-        runs, summary = bench_speed(args.steps, args.threads, args.runs)
-        write_results("real_speed", config={"steps": args.steps, "threads": args.threads, "configs": CONFIGS,
-                                            "runs": args.runs or [f"{a}:{b}" for a, b in RUNS]},
-                      runs=runs, summary=summary)
-    elif args.what == "sdpo":
-        prior, teacher, seeds = resumed(args) if args.resume else ([], None, args.seeds)
-        teacher = teacher or {SETTING: real_teacher(args.n_teacher)}
-        config = {"methods": {m: SDPO_METHODS[m] for m in args.methods}, "seeds": seeds, "threads": args.threads,
-                  "n_teacher": args.n_teacher}
-
-        def save(runs, complete=False):   # after every run: a run cut short keeps the seeds it finished
-            done = [m for m in args.methods if any(r["method"] == m for r in runs)]
-            finals = {m: median([r["final_acc"] for r in runs if r["method"] == m]) for m in done}
-            write_results("real_sdpo", config=config, runs=runs,
-                          summary={"teacher": teacher, "final_median": finals, "complete": complete,
-                                   "seeds_done": sorted({r["seed"] for r in runs}),
-                                   "run_commits": sorted({r["commit"] for r in runs})})
-            return finals
-
-        runs = bench_sdpo(args.methods, seeds, args.threads, on_run=save, prior=prior)
-        save(runs, complete=True)
-    else:
-        from sdpo_kit.cli import parse_set
-        from sdpo_kit.core.sampler_copy import resolve_sampling_dtype
-
-        overrides = parse_set(args.set)
-        runs = bench_learn(args.seeds, args.threads, overrides)
-        p0 = median([r["before"] for r in runs])
-        from sdpo_kit.registry import load_config
-
-        cfg = load_config(CONFIGS["grpo"], overrides)
-        n = cfg.task.get("n_eval", 100)
-        se = (p0 * (1 - p0) / n) ** 0.5
-        lifts = [r["lift"] for r in runs]
-        summary = {"median_before": p0, "median_after": median([r["after"] for r in runs]), "median_lift": median(lifts),
-                   "min_lift": min(lifts), "eval_se": se, "n_eval": n, "lifts_over_2se": sum(x > 2 * se for x in lifts),
-                   "median_wall_min": median([r["wall_s"] for r in runs]) / 60,
-                   "sampling_dtype": resolve_sampling_dtype(cfg.trainer.sampling_dtype, "cpu")[0]}
-        write_results("real_learn", config={"config": CONFIGS["grpo"], "seeds": args.seeds, "threads": args.threads,
-                                            "overrides": overrides}, runs=runs, summary=summary)
-
+    {"tasks": write_tasks, "speed": write_speed, "sdpo": write_sdpo, "learn": write_learn}[args.what](args)
 
 if __name__ == "__main__":
     main()

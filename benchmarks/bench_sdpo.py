@@ -88,10 +88,11 @@ def time_trl_sdpo(data: dict, steps: int) -> list[float]:
     keys = {f: getattr(t, f) for f in SDPO_ONLY if f not in OURS}
     with tempfile.TemporaryDirectory() as out:
         args = SDPOConfig(output_dir=out, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
-                          logging_strategy="no", max_steps=steps, per_device_train_batch_size=t.prompts_per_step * t.num_generations,
+                          logging_strategy="no", max_steps=steps,
+                          per_device_train_batch_size=t.prompts_per_step * t.num_generations,
                           num_generations=t.num_generations, max_completion_length=t.max_completion_length,
-                          learning_rate=t.learning_rate, temperature=t.temperature, lr_scheduler_type=t.lr_scheduler_type,
-                          seed=t.seed, **keys)
+                          learning_rate=t.learning_rate, temperature=t.temperature,
+                          lr_scheduler_type=t.lr_scheduler_type, seed=t.seed, **keys)
         import datasets
 
         trainer = SDPOTrainer(model=model, reward_funcs=make_reward(cfg.reward, task=task), args=args,
@@ -126,41 +127,53 @@ def run(spec: tuple) -> dict:
             "wall_s": wall}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--speed-steps", type=int, default=20)
-    ap.add_argument("--tt-rows", type=int, default=200)
-    add_runner_args(ap, "sdpo")
-    args = parse_args(ap)
-    sdpo, feedback = load("sdpo"), load("sdpo_feedback")
-    names = list(methods())
-    if args.jobs > 1:   # every warm start built (and cached) here, before two processes could race to build one
-        from sdpo_kit.lab.model import lab_config_for
-        from sdpo_kit.models import load_policy
-        from sdpo_kit.registry import config_from_dict, make_task
+def cache_warm_starts() -> None:
+    """Every method's warm start built (and cached) here, before two processes could race to build one."""
+    from sdpo_kit.lab.model import lab_config_for
+    from sdpo_kit.models import load_policy
+    from sdpo_kit.registry import config_from_dict, make_task
 
-        for data in methods().values():
-            cfg = config_from_dict(data)
-            load_policy("tiny-lab", lab_config=lab_config_for(cfg, make_task(**cfg.task)))
+    for data in methods().values():
+        cfg = config_from_dict(data)
+        load_policy("tiny-lab", lab_config=lab_config_for(cfg, make_task(**cfg.task)))
+
+
+def learning(args) -> list[dict]:
+    """Part 1: every method on every seed, each run with the first evaluation at which it reaches GRPO's final
+    accuracy (same seed)."""
+    names = list(methods())
+    if args.jobs > 1:
+        cache_warm_starts()
+    journal = journal_path(results_path("sdpo", args.out).stem, args.resume)
     runs = run_all(run, [(name, seed, args.steps) for seed in args.seeds for name in names], jobs=args.jobs,
-                   journal=journal_path(results_path("sdpo", args.out).stem, args.resume),
-                   show=lambda r: print(f"{r['method']} seed {r['seed']}: {r['acc_before']:.3f} -> {r['acc_after']:.3f} "
-                                        f"({r['wall_s']:.1f} s)", flush=True))
+                   journal=journal,
+                   show=lambda r: print(f"{r['method']} seed {r['seed']}: {r['acc_before']:.3f} -> "
+                                        f"{r['acc_after']:.3f} ({r['wall_s']:.1f} s)", flush=True))
     for r in runs:  # the first evaluation at which the run reaches GRPO's final accuracy (same seed)
         target = next(g["acc_after"] for g in runs if g["method"] == "grpo" and g["seed"] == r["seed"])
         r["steps_to_grpo_final"] = next((step for step, acc in r["evals"] if step > 0 and acc >= target), None)
+    return runs
 
+
+def step_seconds(sdpo: dict, steps: int) -> dict:
+    """Part 2: seconds per step on the TRL backend (evaluation off, the first 5 steps dropped) of our
+    SDPOTrainer, GRPOTrainer and TRL's own SDPOTrainer."""
     speed = {}
-    for name, data in (("ours_SDPOTrainer", {**sdpo, "backend": "trl"}), ("GRPOTrainer", {**as_grpo(sdpo), "backend": "trl"})):
+    trainers = (("ours_SDPOTrainer", {**sdpo, "backend": "trl"}),
+                ("GRPOTrainer", {**as_grpo(sdpo), "backend": "trl"}))
+    for name, data in trainers:
         with tempfile.TemporaryDirectory() as out:
-            s = train(data, {"trainer.max_steps": args.speed_steps, "trainer.eval_every": 0, "output_dir": out})
+            s = train(data, {"trainer.max_steps": steps, "trainer.eval_every": 0, "output_dir": out})
         times = [r["time/step_s"] for r in s["history"] if r.get("step", 0) > 5 and "time/step_s" in r]
         speed[name] = {"median_s": median(times), "times_s": times}
-    trl_times = time_trl_sdpo(sdpo, args.speed_steps)[5:]
+    trl_times = time_trl_sdpo(sdpo, steps)[5:]
     speed["trl_SDPOTrainer"] = {"median_s": median(trl_times), "times_s": trl_times}
+    return speed
 
+
+def untrained(feedback: dict, tt_rows: int) -> dict:
+    """Parts 3 to 5, on the warm start without training: test time (multi-turn against best-of-n), test-time
+    discovery on the hard rows, and the teacher."""
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import config_from_dict, make_task
@@ -172,7 +185,7 @@ def main():
     task = make_task(**cfg.task)
     model, tok = load_policy("tiny-lab", lab_config=lab_config_for(cfg, task))
     tpl = {k: getattr(cfg.trainer, k) for k in TEMPLATE_KEYS}
-    heldout = task.splits()[1][:args.tt_rows]
+    heldout = task.splits()[1][:tt_rows]
     test_time = compare_multi_turn_with_best_of_n(model, tok, task, heldout, feedback_reward(), n=1, rounds=4,
                                                   temperature=cfg.trainer.temperature, seed=0, **tpl)
     hard = hard_rows(model, tok, task, heldout, feedback_reward(), samples=32, below=0.1,
@@ -183,12 +196,24 @@ def main():
     from sdpo_kit.sdpo.quality import teacher_quality
 
     teacher = teacher_quality(model, tok, task, task.splits()[1], **tpl)
+    return {"test_time": test_time, "discovery": discovery, "teacher": teacher}
 
-    write_results("sdpo", out=args.out, config={"configs": ["configs/sdpo.yaml", "configs/sdpo_feedback.yaml"], "steps": args.steps,
-                                  "seeds": args.seeds, "speed_steps": args.speed_steps, "tt_rows": args.tt_rows},
-                  runs=runs,
-                  summary={"speed": speed, "test_time": test_time, "discovery": discovery, "teacher": teacher})
 
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--speed-steps", type=int, default=20)
+    ap.add_argument("--tt-rows", type=int, default=200)
+    add_runner_args(ap, "sdpo")
+    args = parse_args(ap)
+    sdpo, feedback = load("sdpo"), load("sdpo_feedback")
+    runs = learning(args)
+    speed = step_seconds(sdpo, args.speed_steps)
+    rest = untrained(feedback, args.tt_rows)
+    config = {"configs": ["configs/sdpo.yaml", "configs/sdpo_feedback.yaml"], "steps": args.steps,
+              "seeds": args.seeds, "speed_steps": args.speed_steps, "tt_rows": args.tt_rows}
+    write_results("sdpo", out=args.out, config=config, runs=runs, summary={"speed": speed, **rest})
 
 if __name__ == "__main__":
     main()

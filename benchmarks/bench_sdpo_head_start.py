@@ -20,8 +20,8 @@ plain), s = 1 - (1 - plain)^(G - 1) the chance that a row has a successful sibli
 others of its group (plain accuracy standing in for the sampled success rate); its token win mixes
 ``token_win_demo`` and ``token_win_feedback`` by the same s. Each point keeps the raw measures.
 
-The fit is the least-squares line gain = a + b * head_start over every point, with the head start where it crosses zero; the same
-line over the points with a positive head start only (``fit.positive``: a line through a collapse
+The fit is the least-squares line gain = a + b * head_start over every point, with the head start where it crosses
+zero; the same line over the points with a positive head start only (``fit.positive``: a line through a collapse
 cluster and a cluster of ties says little about either), and the median gain on each side of zero.
 
 Writes ``benchmarks/results/sdpo_head_start.json``: ``{"points": [{"lab", "setting", "method",

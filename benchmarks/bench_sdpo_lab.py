@@ -8,7 +8,8 @@
 The lab: ``long_addition`` (two 4-digit operands; a 4-5 digit answer) with digit feedback that names
 the wrong places (``tasks/feedback.py``), and a warm start whose in-context skill is set by the dial,
 ``LabConfig.context_steps`` (``lab/skill.py``): SFT batches of SDPO's own teacher prompts joined to the
-last context_steps of a fixed budget of plain steps (``context_mix: joint``). ``--dial`` takes step counts from ``DIALS`` or ``min`` / ``max``.
+last context_steps of a fixed budget of plain steps (``context_mix: joint``). ``--dial`` takes step counts from
+``DIALS`` or ``min`` / ``max``.
 The recipe is ``configs/sdpo_lab.yaml`` (TRL's SDPO defaults); ``sdpo_paper`` runs ``configs/sdpo_paper.yaml``.
 
 Part 1, per dial: ``sdpo.quality`` of the warm start on the held-out split (plain accuracy,
@@ -35,8 +36,8 @@ under 10% of 32 samples, the discovery rate within k attempts of best-of-k, mult
 test-time SDPO (``sdpo/at_test_time.py``), batches of 8, all at max(k) attempts.
 
 Writes ``{"runs": [{"method", "dial", "seed", "final_acc", "acc_by_step": [[step, acc], ...]}],
-"start_acc": {dial: acc}, "teacher": {dial: {...}}, "lr": {method: lr}, "tuning": [...], "discovery": {dial: ...}}`` in the
-results file's ``runs`` / ``summary`` (``benchmarks/results/sdpo_lab.json`` by default) and prints a table.
+"start_acc": {dial: acc}, "teacher": {dial: {...}}, "lr": {method: lr}, "tuning": [...], "discovery": {dial: ...}}``
+in the results file's ``runs`` / ``summary`` (``benchmarks/results/sdpo_lab.json`` by default) and prints a table.
 """
 
 from __future__ import annotations
@@ -61,16 +62,17 @@ def discovery(dials: list[int], budgets: list[int], batch_size: int, max_rows: i
         tr = cfg.trainer
         templates = {k: getattr(tr, k) for k in TEMPLATE_KEYS}
         reward = feedback_reward(style=task.feedback_style)
-        hard = hard_rows(model, tok, task, task.splits()[1], reward, samples=32, below=0.1, temperature=tr.temperature)
-        out[str(d)] = discovery_curves(model, tok, task, hard[:max_rows], reward, budgets=budgets, batch_size=batch_size,
-                                       temperature=tr.temperature, seed=0, **templates)
+        hard = hard_rows(model, tok, task, task.splits()[1], reward, samples=32, below=0.1,
+                         temperature=tr.temperature)
+        out[str(d)] = discovery_curves(model, tok, task, hard[:max_rows], reward, budgets=budgets,
+                                       batch_size=batch_size, temperature=tr.temperature, seed=0, **templates)
         out[str(d)]["hard_of_heldout"] = [len(hard), len(task.splits()[1])]
         print(f"dial {d}: discovery on {len(hard[:max_rows])} hard rows:",
               {m: v["discovery"] for m, v in out[str(d)]["methods"].items()}, flush=True)
     return out
 
 
-def main():
+def arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--dial", nargs="+", help=f"dial settings (context SFT steps) from {DIALS}, or min / max")
@@ -91,6 +93,36 @@ def main():
                     "highest dial given")
     ap.add_argument("--budgets", type=int, nargs="+", default=[8, 16, 32, 64, 128], help="attempts k for part 3")
     ap.add_argument("--discovery-rows", type=int, default=40, help="at most this many hard rows per dial in part 3")
+    return ap
+
+
+def parse_pins(items: list[str]) -> dict[str, float]:
+    """``--lr METHOD=LR ...`` as ``{method: lr}``; SystemExit on a method not in ``METHODS`` or no rate."""
+    pinned = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in METHODS or not value:
+            raise SystemExit(f"--lr takes METHOD=LR with METHOD from {METHODS}, got {item!r}")
+        pinned[name] = float(value)
+    return pinned
+
+
+def tune_and_run(args, dials: list[int], lab: dict | None, pinned: dict, journal) -> tuple[list, list, dict]:
+    """Part 2: each method's learning rate (pinned, or tuned on ``--tune-seeds`` at the top dial), then its runs
+    on ``--seeds``: ``(runs, tuning, lrs)``."""
+    top = max(dials)
+    lrs = {m: pinned[m] for m in args.methods if m in pinned}
+    to_tune = [m for m in args.methods if m not in pinned]
+    tuning = run_all([(m, top, s, args.steps, lr, lab) for m in to_tune for lr in args.lr_grid
+                      for s in args.tune_seeds], args.jobs, "tune", journal)
+    lrs.update(pick_lrs(tuning, to_tune, args.lr_grid))
+    runs = run_all([(m, d, s, args.steps, lrs[m], lab) for d in ([top] if args.runs_at == "top" else dials)
+                    for m in args.methods for s in args.seeds], args.jobs, "run", journal)
+    return runs, tuning, lrs
+
+
+def main():
+    ap = arguments()
     args = parse_args(ap)
     args.steps = args.steps or base()["trainer"]["max_steps"]
     overlap = set(args.seeds) & set(args.tune_seeds)
@@ -101,37 +133,22 @@ def main():
     bad = [d for d in dials if lab and not 0 <= d <= lab["sft_steps"]]
     if bad:   # context steps are joined to the last ``dial`` of the plain steps: fail before any warm start
         raise SystemExit(f"--dial takes context steps from 0 to --sft-steps ({args.sft_steps}), got {bad}")
-    pinned = {}
-    for item in args.lr:
-        name, _, value = item.partition("=")
-        if name not in METHODS or not value:
-            raise SystemExit(f"--lr takes METHOD=LR with METHOD from {METHODS}, got {item!r}")
-        pinned[name] = float(value)
+    pinned = parse_pins(args.lr)
 
     journal = journal_path(results_path("sdpo_lab", args.out).stem, args.resume)
     teacher = teacher_table(dials, lab)
-    runs, tuning, lrs = [], [], {}
-    if not args.no_runs:
-        top = max(dials)
-        lrs.update({m: pinned[m] for m in args.methods if m in pinned})
-        to_tune = [m for m in args.methods if m not in pinned]
-        tuning = run_all([(m, top, s, args.steps, lr, lab) for m in to_tune for lr in args.lr_grid
-                          for s in args.tune_seeds], args.jobs, "tune", journal)
-        lrs.update(pick_lrs(tuning, to_tune, args.lr_grid))
-        runs = run_all([(m, d, s, args.steps, lrs[m], lab) for d in ([top] if args.runs_at == "top" else dials)
-                        for m in args.methods for s in args.seeds], args.jobs, "run", journal)
+    runs, tuning, lrs = ([], [], {}) if args.no_runs else tune_and_run(args, dials, lab, pinned, journal)
 
     found = discovery(sorted({min(dials), max(dials)}), args.budgets, 8, args.discovery_rows) if args.discovery else {}
     start_acc = {d: q["plain_acc"] for d, q in teacher.items()}
     summary = {"start_acc": start_acc, "teacher": teacher, "lr": lrs, "tuning": tuning, "discovery": found}
     write_results("sdpo_lab", out=args.out,
                   config={**(lab or {}), "seeds": args.seeds, "dials": dials, "methods": args.methods,
-                          "steps": args.steps, "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid, "pinned_lr": pinned,
-                          "base": BASE_CONFIG, "budgets": args.budgets, "jobs": args.jobs,
+                          "steps": args.steps, "tune_seeds": args.tune_seeds, "lr_grid": args.lr_grid,
+                          "pinned_lr": pinned, "base": BASE_CONFIG, "budgets": args.budgets, "jobs": args.jobs,
                           **({"runs_at": "top"} if args.runs_at == "top" else {})},
                   runs=runs, summary=summary,
                   extra={"start_acc": start_acc, "teacher": teacher, "lr": lrs})   # the contract's top-level keys
-
 
 if __name__ == "__main__":
     main()

@@ -109,6 +109,12 @@ def after_grpo(spec: tuple) -> dict:
                       **signal(s["model"], s["tokenizer"], task, rows, **kw)} for name, rows in sets.items()]}
 
 
+def show_first_row(run: dict) -> None:
+    """A finished GRPO run, by its first row (``after_grpo``'s)."""
+    first = run["rows"][0]
+    print(f"dial {first['dial']} seed {first['seed']}: {first}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dial", nargs="+", default=["min", "max"], help="dial settings, or min / max")
@@ -128,8 +134,8 @@ def main():
     for d in dials:   # a dial's warm start measured (and built, cached) before its runs
         runs += warm_rows(d, args.samples, args.train_rows)
         specs = [(d, seed, steps, lr, args.samples, args.train_rows) for seed in args.seeds]
-        runs += [row for r in run_all(after_grpo, specs, jobs=args.jobs, journal=journal, show=lambda r: print(
-            f"dial {r['rows'][0]['dial']} seed {r['rows'][0]['seed']}: {r['rows'][0]}", flush=True)) for row in r["rows"]]
+        trained = run_all(after_grpo, specs, jobs=args.jobs, journal=journal, show=show_first_row)
+        runs += [row for r in trained for row in r["rows"]]
 
     rows = []
     for d in sorted({r["dial"] for r in runs}):

@@ -119,7 +119,7 @@ def measure_row(model, tok, task, row, reward, *, lrs, checkpoints, samples, bat
     return out
 
 
-def main():
+def arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dial", type=int, default=DIALS[-1], help="the warm start (context steps; the top by default)")
     ap.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 1e-3], help="test-time learning rates")
@@ -132,6 +132,37 @@ def main():
     ap.add_argument("--chains", type=int, default=8, help="multi-turn chains per row")
     ap.add_argument("--rows", type=int, default=40, help="at most this many hard rows (the discovery run's cut)")
     ap.add_argument("--out", default=None, help=out_help("sdpo_lab_transfer"))
+    return ap
+
+
+def mean(xs):
+    """The mean of the rates that were measured (None left out); None when none was."""
+    xs = [x for x in xs if x is not None]
+    return statistics.mean(xs) if xs else None
+
+
+def found(xs):
+    """Rows with at least one success among their samples."""
+    return sum(x is not None and x > 0 for x in xs)
+
+
+def summarize(runs: list[dict], lrs: list[float], checkpoints: list[int], rounds: int) -> dict:
+    """The rows' mean rates and how many rows found an answer: plain, reprompted, after each test-time step
+    count at each rate, and the multi-turn chains' by round."""
+    marks = [0, *checkpoints]
+    return {"plain_rate": mean(r["plain_rate"] for r in runs),
+            "reprompt_rate": mean(r["reprompt_rate"] for r in runs),
+            "plain_found": found(r["plain_rate"] for r in runs),
+            "reprompt_found": found(r["reprompt_rate"] for r in runs),
+            "after": {f"{lr:g}": {str(n): mean(r["after"][f"{lr:g}"][n] for r in runs) for n in marks}
+                      for lr in lrs},
+            "after_found": {f"{lr:g}": {str(n): found(r["after"][f"{lr:g}"][n] for r in runs) for n in marks}
+                            for lr in lrs},
+            "chain_by_round": [mean(r["chain_by_round"][k] for r in runs) for k in range(rounds)]}
+
+
+def main():
+    ap = arguments()
     args = parse_args(ap)
     if min(args.checkpoints + [args.samples, args.batch_size, args.rounds, args.chains]) < 1 or min(args.lrs) <= 0:
         raise SystemExit("--checkpoints, --samples, --batch-size, --rounds and --chains take positive ints, --lrs "
@@ -157,29 +188,13 @@ def main():
         print(f"row {i} {r['row']!r}: plain {r['plain_rate']:.3f} reprompt {r['reprompt_rate']} after "
               + "; ".join(f"lr {lr}: {list(c.values())}" for lr, c in r["after"].items()), flush=True)
 
-    def mean(xs):
-        xs = [x for x in xs if x is not None]
-        return statistics.mean(xs) if xs else None
-
-    def found(xs):                          # rows with at least one success among their samples
-        return sum(x is not None and x > 0 for x in xs)
-
-    marks = [0, *checkpoints]
     summary = {"rows": len(rows), "hard_of_heldout": [len(hard), len(task.splits()[1])],
-               "plain_rate": mean(r["plain_rate"] for r in runs), "reprompt_rate": mean(r["reprompt_rate"] for r in runs),
-               "plain_found": found(r["plain_rate"] for r in runs),
-               "reprompt_found": found(r["reprompt_rate"] for r in runs),
-               "after": {f"{lr:g}": {str(n): mean(r["after"][f"{lr:g}"][n] for r in runs) for n in marks}
-                         for lr in args.lrs},
-               "after_found": {f"{lr:g}": {str(n): found(r["after"][f"{lr:g}"][n] for r in runs) for n in marks}
-                               for lr in args.lrs},
-               "chain_by_round": [mean(r["chain_by_round"][k] for r in runs) for k in range(args.rounds)]}
+               **summarize(runs, args.lrs, checkpoints, args.rounds)}
     write_results("sdpo_lab_transfer", out=args.out,
                   config={"dial": args.dial, "lrs": args.lrs, "checkpoints": checkpoints, "samples": args.samples,
                           "batch_size": args.batch_size, "rows": args.rows, "rounds": args.rounds,
                           "chains": args.chains, "temperature": temperature},
                   runs=runs, summary=summary)
-
 
 if __name__ == "__main__":
     main()

@@ -52,12 +52,12 @@ def main():
             times = timed_run(args.config, backend, share, args.steps, args.warmup)
             runs.append({"repeat": rep, "backend": label, "median_s": median(times), "times_s": times})
     med = {label: median([r["median_s"] for r in runs if r["backend"] == label]) for label in RUNS}
-    ratios = [next(r["median_s"] for r in runs if r["repeat"] == k and r["backend"] == "trl")
-              / next(r["median_s"] for r in runs if r["repeat"] == k and r["backend"] == "scratch")
-              for k in range(args.repeats)]
-    ratios_off = [next(r["median_s"] for r in runs if r["repeat"] == k and r["backend"] == "trl")
-                  / next(r["median_s"] for r in runs if r["repeat"] == k and r["backend"] == "scratch, share_prompt off")
-                  for k in range(args.repeats)]
+
+    def seconds(repeat: int, backend: str) -> float:   # one repeat's median step of one backend
+        return next(r["median_s"] for r in runs if r["repeat"] == repeat and r["backend"] == backend)
+
+    ratios = [seconds(k, "trl") / seconds(k, "scratch") for k in range(args.repeats)]
+    ratios_off = [seconds(k, "trl") / seconds(k, "scratch, share_prompt off") for k in range(args.repeats)]
     write_results("speed", config={"config": args.config, "steps": args.steps, "warmup": args.warmup,
                                    "repeats": args.repeats},
                   runs=runs, summary={"median_s": med, "ratio_trl_over_scratch": ratios,

@@ -14,8 +14,8 @@ and, per run, held-out greedy accuracy before / after and the held-out preferenc
 (mean log pi(chosen) - log pi(rejected) over the preference spans of the 200 held-out pairs,
 and the fraction of pairs preferred the right way), before / after.
 
-Part 2, speed: seconds per step of TRL's ``VAPORTRLTrainer`` (results key ``VAPORTrainer``) vs plain ``GRPOTrainer`` on the same
-config (TRL backend, evaluation off, first 5 steps dropped): the preference forwards are the
+Part 2, speed: seconds per step of TRL's ``VAPORTRLTrainer`` (results key ``VAPORTrainer``) vs plain ``GRPOTrainer``
+on the same config (TRL backend, evaluation off, first 5 steps dropped): the preference forwards are the
 added cost. Writes ``benchmarks/results/vapor.json``. The runs of part 1 go through ``runner.run_all``
 (``--jobs``, ``--resume``).
 """

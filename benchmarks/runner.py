@@ -73,9 +73,9 @@ def _record(journal: Path | None, spec, run: dict) -> None:
     if journal is not None:
         journal.parent.mkdir(parents=True, exist_ok=True)
         cut = journal.exists() and not journal.read_bytes().endswith(b"\n") and journal.stat().st_size > 0
+        entry = {"spec": list(spec) if isinstance(spec, tuple | list) else spec, "run": run}
         with journal.open("a") as f:   # a line a crash left unfinished stays a line of its own
-            f.write(("\n" if cut else "") + json.dumps({"spec": list(spec) if isinstance(spec, tuple | list) else spec, "run": run},
-                                                     default=repr) + "\n")
+            f.write(("\n" if cut else "") + json.dumps(entry, default=repr) + "\n")
 
 
 def run_all(run, specs: list, *, jobs: int = 1, show=None, journal: Path | None = None) -> list[dict]:

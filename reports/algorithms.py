@@ -15,7 +15,8 @@ def vapor(res: dict) -> str:
     rows = []
     for variant in res["config"]["variants"]:
         mine = [r for r in res["runs"] if r["variant"] == variant]
-        med = {k: statistics.median(r[k] for r in mine) for k in ("acc_after", "margin_after", "pref_acc_after", "wall_s")}
+        med = {k: statistics.median(r[k] for r in mine)
+               for k in ("acc_after", "margin_after", "pref_acc_after", "wall_s")}
         rows.append([f"`{variant}`", med["acc_after"], ", ".join(f"{r['acc_after']:.3f}" for r in mine),
                      f"{med['margin_after']:.3f}", med["pref_acc_after"], f"{med['wall_s']:.0f}"])
     acc0 = res["runs"][0]["acc_before"]
@@ -24,8 +25,9 @@ def vapor(res: dict) -> str:
                   "wall s"], rows), "",
         f"Before training: held-out accuracy {acc0:.3f}, margin {b['margin']:.3f}, pairs preferred right "
         f"{b['accuracy']:.3f} ({b['pairs']} held-out pairs). {res['config']['steps']} steps per run, seeds "
-        f"{fmt(res['config']['seeds'])}. Per step on TRL: `VAPORTRLTrainer` {sp['VAPORTrainer']['median_s']:.3f} s, "
-        f"`GRPOTrainer` {sp['GRPOTrainer']['median_s']:.3f} s: **{res['summary']['vapor_over_grpo_s_per_step']:.2f}x**.",
+        f"{fmt(res['config']['seeds'])}. Per step on TRL: `VAPORTRLTrainer` {sp['VAPORTrainer']['median_s']:.3f} "
+        f"s, `GRPOTrainer` {sp['GRPOTrainer']['median_s']:.3f} s: "
+        f"**{res['summary']['vapor_over_grpo_s_per_step']:.2f}x**.",
         "", provenance(res)])
 
 
@@ -36,19 +38,23 @@ def sdpo(res: dict) -> str:
         mine = [r for r in res["runs"] if r["method"] == method]
         rows.append([f"`{method}`", statistics.median(r["acc_after"] for r in mine),
                      ", ".join(f"{r['acc_after']:.3f}" for r in mine),
-                     ", ".join(str(r["steps_to_grpo_final"]) for r in mine), f"{statistics.median(r['wall_s'] for r in mine):.0f}"])
+                     ", ".join(str(r["steps_to_grpo_final"]) for r in mine),
+                     f"{statistics.median(r['wall_s'] for r in mine):.0f}"])
     acc0 = res["runs"][0]["acc_before"]
+    per_step = [["our `SDPOTRLTrainer(GRPOTrainer)`", sp["ours_SDPOTrainer"]["median_s"]],
+                ["TRL's `trl.experimental.sdpo.SDPOTrainer`", sp["trl_SDPOTrainer"]["median_s"]],
+                ["`GRPOTrainer`", sp["GRPOTrainer"]["median_s"]]]
     return "\n".join([
-        md_table(["method", "held-out acc (median)", "per seed", "steps to GRPO's final acc (per seed)", "wall s"], rows),
+        md_table(["method", "held-out acc (median)", "per seed", "steps to GRPO's final acc (per seed)", "wall s"],
+                 rows),
         "", f"Before training: held-out accuracy {acc0:.3f}; {res['config']['steps']} steps per run, seeds "
         f"{fmt(res['config']['seeds'])}; `None`: never reached GRPO's final accuracy.", "",
-        md_table(["per step (TRL backend)", "median s"], [["our `SDPOTRLTrainer(GRPOTrainer)`", sp["ours_SDPOTrainer"]["median_s"]],
-                                                         ["TRL's `trl.experimental.sdpo.SDPOTrainer`", sp["trl_SDPOTrainer"]["median_s"]],
-                                                         ["`GRPOTrainer`", sp["GRPOTrainer"]["median_s"]]]), "",
-        f"Test time, on the {tt['greedy_failed']} of {tt['rows']} held-out problems the warm start gets wrong greedily: "
-        f"multi-turn reprompting (no training: {tt['n']} sample a round, up to {tt['rounds']} rounds, the checker's feedback "
-        f"in the reprompt) solves {tt['multi_turn_solved']:.3f} of them with {tt['multi_turn_mean_samples']:.2f} samples on "
-        f"average (by round: {fmt(tt['multi_turn_solved_after_round'])}); best-of-{tt['best_of_n_samples']} solves "
+        md_table(["per step (TRL backend)", "median s"], per_step), "",
+        f"Test time, on the {tt['greedy_failed']} of {tt['rows']} held-out problems the warm start gets wrong "
+        f"greedily: multi-turn reprompting (no training: {tt['n']} sample a round, up to {tt['rounds']} rounds, the "
+        f"checker's feedback in the reprompt) solves {tt['multi_turn_solved']:.3f} of them with "
+        f"{tt['multi_turn_mean_samples']:.2f} samples on average (by round: "
+        f"{fmt(tt['multi_turn_solved_after_round'])}); best-of-{tt['best_of_n_samples']} solves "
         f"{tt['best_of_n_solved']:.3f}.", "", discovery_table(res["summary"].get("discovery")), "", provenance(res)])
 
 
@@ -66,8 +72,9 @@ def ppo(res: dict) -> str:
     score_at = {c["step"]: c["score_raw"] for c in sm["rm_curve"] if c["score_raw"] is not None}
     first = next((c for c in curve if c["step"] in score_at), None)
     last = curve[-1]
-    rm_line = (f"With the learned reward model instead of the checker (PPO alone, seed 0, {res['config']['rm_steps']} "
-               f"steps): its raw score goes {first['score_raw']:+.2f} (step {first['step']}) -> "
+    rm_line = (f"With the learned reward model instead of the checker (PPO alone, seed 0, "
+               f"{res['config']['rm_steps']} steps): its raw score goes {first['score_raw']:+.2f} "
+               f"(step {first['step']}) -> "
                f"{score_at.get(last['step'], float('nan')):+.2f} (step {last['step']}) while held-out accuracy goes "
                f"{curve[0]['acc']:.3f} -> {last['acc']:.3f}." if first else "")
     return "\n".join([
@@ -75,8 +82,8 @@ def ppo(res: dict) -> str:
         f"Student (the default warm start) {sm['student_acc']:.3f}, teacher (`teacher_lab: sft_steps 600`) "
         f"{sm['teacher_acc']:.3f}; *gap closed* = (after - student) / (teacher - student). {res['config']['steps']} "
         f"steps per run, seeds {fmt(res['config']['seeds'])}. Built from nothing: the teacher in "
-        f"{sm['teacher_build_s']:.0f} s, the reward model in {sm['reward_model_build_s']:.0f} s; the reward model agrees "
-        f"with exact match on {agree['agreement']:.3f} of the student's samples (true positives "
+        f"{sm['teacher_build_s']:.0f} s, the reward model in {sm['reward_model_build_s']:.0f} s; the reward model "
+        f"agrees with exact match on {agree['agreement']:.3f} of the student's samples (true positives "
         f"{agree['true_positive']:.3f}, false positives {agree['false_positive']:.3f}).", "", rm_line, "",
         provenance(res)])
 
@@ -88,9 +95,9 @@ def export_table(res: dict) -> str:
     return "\n".join([
         md_table(["run", "format", "max logit diff", "same greedy answer", "GGUF vocabulary equal", "KB", "export s"],
                  rows), "",
-        f"One `configs/demo.yaml` run of {res['config']['steps']} steps per row group (`full`: the whole model trained, "
-        f"`lora`: a rank-4 adapter); each export loaded back (transformers; its GGUF loader for GGUF) and compared with "
-        f"the run's model in fp32 on {res['config']['prompts']} held-out prompts.", "", provenance(res)])
+        f"One `configs/demo.yaml` run of {res['config']['steps']} steps per row group (`full`: the whole model "
+        f"trained, `lora`: a rank-4 adapter); each export loaded back (transformers; its GGUF loader for GGUF) and "
+        f"compared with the run's model in fp32 on {res['config']['prompts']} held-out prompts.", "", provenance(res)])
 
 
 def _seeds_where(res: dict, method: str, better) -> str:
@@ -139,5 +146,5 @@ def ppo_fields(res: dict) -> dict:
         return statistics.median(r["gap_closed"] for r in res["runs"] if r["method"] == method)
     ppo_up = sum(r["acc_after"] > res["summary"]["student_acc"] for r in res["runs"] if r["method"] == "ppo")
     n_ppo = sum(r["method"] == "ppo" for r in res["runs"])
-    return {"kd_gap": f"{gap('kd'):.2f}", "teacher_ppo_gap": f"{gap('teacher_ppo'):.2f}", "ppo_gap": f"{gap('ppo'):.2f}",
-            "ppo_seeds_up": f"{ppo_up} of {n_ppo}"}
+    return {"kd_gap": f"{gap('kd'):.2f}", "teacher_ppo_gap": f"{gap('teacher_ppo'):.2f}",
+            "ppo_gap": f"{gap('ppo'):.2f}", "ppo_seeds_up": f"{ppo_up} of {n_ppo}"}

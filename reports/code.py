@@ -43,8 +43,8 @@ def lab_step(s: dict) -> list[str]:
     if "lab_step_child_per_test_s" not in s:
         return []
     return [f"One lab_code training step ({int(s['lab_step_jobs'])} completions, {int(s['lab_step_distinct'])} "
-            f"distinct programs, six tests each): **{s['lab_step_child_per_distinct_program_s']:.2f} s** with one child "
-            f"per distinct program, {s['lab_step_child_per_program_s']:.2f} s with one child per program, "
+            f"distinct programs, six tests each): **{s['lab_step_child_per_distinct_program_s']:.2f} s** with one "
+            f"child per distinct program, {s['lab_step_child_per_program_s']:.2f} s with one child per program, "
             f"{s['lab_step_child_per_test_s']:.2f} s with one child per test.", ""]
 
 
@@ -72,7 +72,8 @@ def code_lab(res: dict) -> str:
                          "" if c is None else f"{steps_fmt(c['median'])} ({c['reached']} of {len(c['steps'])})",
                          f"{sum(r['final_acc'] > r['start_acc'] for r in mine)} of {len(mine)}",
                          "" if None in rewards or not rewards else
-                         f"{statistics.median(a for a, _ in rewards):.3f} -> {statistics.median(b for _, b in rewards):.3f}",
+                         f"{statistics.median(a for a, _ in rewards):.3f} -> "
+                         f"{statistics.median(b for _, b in rewards):.3f}",
                          fmt(statistics.median(fails)) if fails else "",
                          *([fit_fmt(mine)] if fitted else [])])
         if has_grpo:
@@ -269,7 +270,8 @@ def code_lab_heldout_fields(res: dict) -> dict:
         v = r["variant"]
         right = sum(x for x, _ in r["right_by_function"].values())
         best = max(x for x, _ in r["right_by_function"].values())
-        out.update({f"{v}_acc": fmt(r["accuracy"]), f"{v}_right": str(right), f"{v}_functions_right": str(r["functions_right"]),
-                    f"{v}_best_right": str(best), f"{v}_best_share": fmt(r["top_function_share"]),
+        out.update({f"{v}_acc": fmt(r["accuracy"]), f"{v}_right": str(right),
+                    f"{v}_functions_right": str(r["functions_right"]), f"{v}_best_right": str(best),
+                    f"{v}_best_share": fmt(r["top_function_share"]),
                     "functions": str(r["functions"]), "rows": str(r["rows"]), "one_function": fmt(r["one_function"])})
     return out

@@ -25,8 +25,8 @@ def md_table(headers, rows) -> str:
 
 def provenance(res: dict) -> str:
     """Who made the numbers, where and when; the one command that re-makes them (``run.py NAME``, as
-    ``experiments.py`` declares it) when it is not the one that made them; a stale result's line ends with what changed since
-    (``staleness.stale_note``: a function of HEAD, so the rendered text is too)."""
+    ``experiments.py`` declares it) when it is not the one that made them; a stale result's line ends with what
+    changed since (``staleness.stale_note``: a function of HEAD, so the rendered text is too)."""
     m = res["machine"]
     again = f"python benchmarks/run.py {res['stem']}" if res.get("stem") in EXPERIMENTS else res["command"]
     remake = "" if res["command"] == again else f" Re-measure: `{again}`."
@@ -43,7 +43,8 @@ def discovery_table(d: dict | None) -> str:
              "test_time_sdpo": "test-time SDPO (trains a copy)"}
     rows = [[names.get(m, m), *v["discovery"]] for m, v in d["methods"].items()]
     return "\n".join([f"Discovery rate within k attempts on the {d['rows']} hard held-out problems (under 10% of 32 "
-                      f"samples right), batches of {d['batch_size']}, every method at {d['max_attempts']} attempts:", "",
+                      f"samples right), batches of {d['batch_size']}, every method at {d['max_attempts']} "
+                      "attempts:", "",
                       md_table(["method", *[f"k={k}" for k in d["budgets"]]], rows)])
 
 

@@ -20,7 +20,8 @@ def notebook_reference(nb: str):
         if run is None or not run.get("results"):
             return f"(no full-size run of notebook {nb} recorded yet: `python benchmarks/bench_notebooks.py --full`)"
         rows = [[k.replace("_", " "), fmt(v)] for k, v in run["results"].items()]
-        own = {**res, **{k: run[k] for k in ("command", "date", "commit") if k in run}, "runs": [run]}  # this notebook's run
+        # this notebook's run
+        own = {**res, **{k: run[k] for k in ("command", "date", "commit") if k in run}, "runs": [run]}
         return "\n".join([md_table(["figure", "value"], rows), "",
                           f"Full size in {run['wall_s']:.0f} s. {provenance(own)}"])
     return render
@@ -40,7 +41,8 @@ def notebooks(res: dict) -> str:
     return "\n".join([md_table(["notebook", "wall s"], rows), "", provenance(res)])
 
 
-LEG_NAMES = {"test": "`make test`: ruff, unit tests, notebooks (nbmake), TRL-path tests on trl 1.15 (laid over `.venv`)",
+LEG_NAMES = {"test": "`make test`: ruff, unit tests, notebooks (nbmake), TRL-path tests on trl 1.15 "
+                     "(laid over `.venv`)",
              "test-verl": "`make test-verl`: `.venv-verl` (verl 0.9.1) and the cross-checks against it",
              "test-export": "`make test-export`: llama.cpp's converter fetched, GGUF round trips",
              "docs": "`make docs`: the docs site, `mkdocs build --strict`"}

@@ -56,10 +56,11 @@ def speed_parts(res: dict) -> list[str]:
         return []
     keys = list(runs[0]["breakdown_s"])
     rows = [[r["algorithm"], r["backend"], f"{r['median_s']:.1f}",
-             *(f"{r['breakdown_s'][k]:.1f} ({r['breakdown_s'][k] / r['median_s']:.0%})" if k in r["breakdown_s"] else "-"
-               for k in keys)] for r in runs]
-    out = ["", "Where a scratch step's seconds go (median over the timed steps; backward includes the optimizer; a dash: "
-           "the loop does not time that part apart, as SDPO's student and teacher forwards, which fall in other):", "",
+             *(f"{r['breakdown_s'][k]:.1f} ({r['breakdown_s'][k] / r['median_s']:.0%})"
+               if k in r["breakdown_s"] else "-" for k in keys)] for r in runs]
+    out = ["", "Where a scratch step's seconds go (median over the timed steps; backward includes the optimizer; a "
+           "dash: the loop does not time that part apart, as SDPO's student and teacher forwards, which fall in "
+           "other):", "",
            md_table(["algorithm", "backend", "s/step", *keys], rows)]
     s = res["summary"]
     if "grpo_scratch_over_trl" in s:
@@ -69,9 +70,9 @@ def speed_parts(res: dict) -> list[str]:
                 f"measured side by side, and trains at **{s['grpo_scratch_over_limit']:.2f}** of the matmul limit's "
                 "tokens/s."]
     if "grpo_fp32_over_trl" in s:
-        out[-1] += (f" With the policy sampling in fp32 (`trainer.sampling_dtype: float32`, which `auto` gives on a CPU "
-                    f"without bf16 products), it takes **{s['grpo_fp32_over_trl']:.2f}** of TRL's step and trains at "
-                    f"**{s['grpo_fp32_over_limit']:.2f}** of the limit.")
+        out[-1] += (f" With the policy sampling in fp32 (`trainer.sampling_dtype: float32`, which `auto` gives on "
+                    f"a CPU without bf16 products), it takes **{s['grpo_fp32_over_trl']:.2f}** of TRL's step and "
+                    f"trains at **{s['grpo_fp32_over_limit']:.2f}** of the limit.")
     return out
 
 
@@ -85,10 +86,10 @@ def real_decode(res: dict) -> str:
     total = s["profiled_s"]
     ops = [[k, f"{v:.2f}", f"{v / total:.0%}"] for k, v in s["ops_s"].items()]
     return "\n".join([
-        f"Sampling one batch of `{res['config']['config']}` ({B} rows x {T} tokens) takes **{s['merged_s']:.1f} s** as "
-        f"training samples it, each LoRA adapter folded into a temporary copy of its base weight "
-        f"(`core.sampling.merged_lora`, {s['merged_s'] / T:.2f} s a decode step), against **{s['lora_s']:.1f} s** with "
-        f"the adapters beside the base weights, three matmuls a layer ({s['merged_over_lora']:.2f}; "
+        f"Sampling one batch of `{res['config']['config']}` ({B} rows x {T} tokens) takes **{s['merged_s']:.1f} s** "
+        f"as training samples it, each LoRA adapter folded into a temporary copy of its base weight "
+        f"(`core.sampling.merged_lora`, {s['merged_s'] / T:.2f} s a decode step), against **{s['lora_s']:.1f} s** "
+        f"with the adapters beside the base weights, three matmuls a layer ({s['merged_over_lora']:.2f}; "
         f"{s['rows_identical']:.0%} of the sampled rows the same). Where the folded run's time goes, by op "
         "(torch.profiler, self time):", "",
         md_table(["op", "s", "share"], ops), "",
@@ -103,11 +104,12 @@ def floor(s: dict, T: int) -> list[str]:
     if "floor_s" not in s:
         return []
     mm = s["ops_s"].get("aten::mm", 0.0)
-    return ["", f"What bounds it: a decode step reads every weight once, {s['weights_mb']:.0f} MB in fp32, and a plain "
-                f"tensor copy moves {s['copy_gb_s']:.1f} GB/s on this machine, so {T} steps could take as little as "
-                f"**{s['floor_s']:.1f} s**. The folded run takes {s['merged_s'] / s['floor_s']:.1f}x that: its matmuls, at "
-                f"16 rows, read the weights well below the copy's speed (`aten::mm` alone is {mm / s['floor_s']:.1f}x the "
-                "floor), and the rest is the draw, the growing cache and the per-op overhead of 30 layers a token.",
+    return ["", f"What bounds it: a decode step reads every weight once, {s['weights_mb']:.0f} MB in fp32, and a "
+                f"plain tensor copy moves {s['copy_gb_s']:.1f} GB/s on this machine, so {T} steps could take as little "
+                f"as **{s['floor_s']:.1f} s**. The folded run takes {s['merged_s'] / s['floor_s']:.1f}x that: its "
+                f"matmuls, at 16 rows, read the weights well below the copy's speed (`aten::mm` alone is "
+                f"{mm / s['floor_s']:.1f}x the floor), and the rest is the draw, the growing cache and the per-op "
+                "overhead of 30 layers a token.",
             *draw(s, T)]
 
 
@@ -117,8 +119,9 @@ def draw(s: dict, T: int) -> list[str]:
         return []
     d = s["draw_s"]
     return ["", f"The draw alone: {T} calls of `torch.multinomial` over the whole vocabulary take "
-                f"{d['multinomial']:.2f} s; `core.sampling.draw`, which sampling calls, takes **{d['draw']:.2f} s** for "
-                "the same tokens: the same exponential race from the same random numbers, its logarithms vectorised.",
+                f"{d['multinomial']:.2f} s; `core.sampling.draw`, which sampling calls, takes **{d['draw']:.2f} s** "
+                "for the same tokens: the same exponential race from the same random numbers, its logarithms "
+                "vectorised.",
             *half(s)]
 
 
@@ -127,16 +130,16 @@ def half(s: dict) -> list[str]:
     if "bf16_s" not in s:
         return []
     layout = ([f"The folded run multiplies a step's few rows as y^T = W x^T (`core.decoding.few_row_linears`); in "
-               f"`F.linear`'s layout it takes {s['plain_layout_s']:.1f} s ({s['rows_identical_layout']:.0%} of the rows "
-               "the same).", ""] if "plain_layout_s" in s else [])
+               f"`F.linear`'s layout it takes {s['plain_layout_s']:.1f} s ({s['rows_identical_layout']:.0%} of the "
+               "rows the same).", ""] if "plain_layout_s" in s else [])
     return ["", *layout, f"Lower precision: from a bfloat16 copy of the folded weights the "
                 f"batch takes **{s['bf16_s']:.1f} s** ({s['bf16_s'] / s['merged_s']:.2f} of the fp32 run's; the copy "
                 f"{s['bf16_cast_s']:.2f} s more), and {s['rows_identical_bf16']:.0%} of its rows are the fp32 run's. "
                 "A sampler in another precision is another policy, so training on its samples is off-policy by that "
                 "much. `trainer.sampling_dtype: bfloat16` (scratch GRPO) samples from a bf16 copy kept in step with "
                 "the policy (`core.sampler_copy`) and weights the loss as TRL weights vLLM's samples "
-                "(`grpo.loss.sampler_weights`); `auto`, which `configs/real_grpo.yaml` sets, does so only on a CPU that "
-                "multiplies bf16 in hardware (its `avx512_bf16` or `amx_bf16` flag), where the copy is the faster "
+                "(`grpo.loss.sampler_weights`); `auto`, which `configs/real_grpo.yaml` sets, does so only on a CPU "
+                "that multiplies bf16 in hardware (its `avx512_bf16` or `amx_bf16` flag), where the copy is the faster "
                 "sampler; elsewhere the policy samples itself, as it does by default."]
 
 
@@ -145,7 +148,8 @@ def real_learn_bf16(res: dict) -> str:
     s = res["summary"]
     rows = [[r["seed"], r["before"], r["after"], f"{r['lift']:+.3f}", f"{r['wall_s'] / 60:.1f}"] for r in res["runs"]]
     return "\n".join([md_table(["seed", "before", "after", "lift", "wall min"], rows), "",
-                      f"Median lift **{s['median_lift']:+.3f}** (after: {s['median_after']:.3f}), min {s['min_lift']:+.3f}; "
+                      f"Median lift **{s['median_lift']:+.3f}** (after: {s['median_after']:.3f}), min "
+                      f"{s['min_lift']:+.3f}; "
                       f"`{res['config']['config']}` with {fmt_overrides(res['config']['overrides'])}, median "
                       f"{s['median_wall_s'] / 60:.1f} min a run.", "", provenance(res)])
 
@@ -160,8 +164,9 @@ def real_learn(res: dict) -> str:
     return "\n".join([
         md_table(["seed", "before", "after", "lift", "wall min"], rows), "",
         f"Median lift **{s['median_lift']:+.3f}** ({s['median_before']:.3f} -> {s['median_after']:.3f}); two standard "
-        f"errors of the {s['n_eval']}-question evaluation are {2 * s['eval_se']:.3f}, passed by {s['lifts_over_2se']} of "
-        f"{len(res['runs'])} seeds. `{res['config']['config']}`{sampler(res)}, {res['config']['threads']} threads, "
+        f"errors of the {s['n_eval']}-question evaluation are {2 * s['eval_se']:.3f}, passed by "
+        f"{s['lifts_over_2se']} of {len(res['runs'])} seeds. `{res['config']['config']}`{sampler(res)}, "
+        f"{res['config']['threads']} threads, "
         f"median {s['median_wall_min']:.1f} min a run.", "", provenance(res)])
 
 
@@ -169,7 +174,9 @@ def sampler(res: dict) -> str:
     """How ``real_learn``'s runs sampled: the precision the file records, else the policy's own fp32 (files made
     before ``trainer.sampling_dtype`` existed)."""
     dtype = res["summary"].get("sampling_dtype", "float32")
-    return (" sampling from the policy in fp32" if dtype == "float32" else f" sampling from a {dtype} copy of the policy")
+    if dtype == "float32":
+        return " sampling from the policy in fp32"
+    return f" sampling from a {dtype} copy of the policy"
 
 
 def real_fields(res: dict) -> dict:
@@ -189,10 +196,12 @@ def real_tasks_fields(res: dict) -> dict:
 def real_speed_fields(res: dict) -> dict:
     s = res["summary"]
     grpo = next(r for r in res["runs"] if (r["algorithm"], r["backend"]) == ("grpo", "scratch"))
-    return {"pass_over_limit": fmt(s["training_pass_over_limit"], 2), "limit": f"{s['limit_tokens_per_s']['lora']:.0f}",
+    against_trl = ({"grpo_over_trl": fmt(s["grpo_scratch_over_trl"], 2),
+                    "grpo_over_limit": fmt(s["grpo_scratch_over_limit"], 2)} if "grpo_scratch_over_trl" in s else {})
+    return {"pass_over_limit": fmt(s["training_pass_over_limit"], 2),
+            "limit": f"{s['limit_tokens_per_s']['lora']:.0f}",
             "pass_tokens": f"{s['training_pass']['tokens_per_s']:.0f}", "grpo_s": f"{grpo['median_s']:.1f}",
-            **({"grpo_over_trl": fmt(s["grpo_scratch_over_trl"], 2), "grpo_over_limit": fmt(s["grpo_scratch_over_limit"], 2)}
-               if "grpo_scratch_over_trl" in s else {})}
+            **against_trl}
 
 
 def _sdpo_parts(res: dict):

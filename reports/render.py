@@ -176,7 +176,8 @@ FIELDS = {"sdpo": ("sdpo", sdpo_fields), "sdpo_lab": ("sdpo_lab", sdpo_lab_field
           "code_lab_starving": ("code_lab_starving", code_lab_fields),
           "code_lab_discovery": ("code_lab_discovery", code_lab_discovery_fields),
           "code_lab_heldout": ("code_lab_heldout", code_lab_heldout_fields),
-          "nb_smoke_s": ("notebooks_smoke", notebook_wall_fields), "nb_full_s": ("notebooks_full", notebook_wall_fields),
+          "nb_smoke_s": ("notebooks_smoke", notebook_wall_fields),
+          "nb_full_s": ("notebooks_full", notebook_wall_fields),
           **DOC_FIELDS,   # the prose of notebooks 04, 07, 08 and the concept pages (reports/docs.py)
           **{f"nb{n:02d}": ("notebooks_full", notebook_fields(f"{n:02d}")) for n in range(100)}}
 
@@ -193,7 +194,8 @@ def render_field(name: str, key: str) -> str:
             raise KeyError(f"report field {name}.{key} is not computed; {name} has {sorted(values)}")
         return values[key]
     if name not in FIELDS:
-        raise KeyError(f"unknown report field file {name!r}; known: {sorted(k for k in FIELDS if not k.startswith('nb'))}")
+        known = sorted(k for k in FIELDS if not k.startswith("nb"))
+        raise KeyError(f"unknown report field file {name!r}; known: {known}")
     file, fields = FIELDS[name]
 
     def pick(res: dict) -> str:
@@ -227,7 +229,8 @@ def render_text(text: str) -> str:
 
 
 def targets() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "concepts").glob("*.md")),
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "docs" / "concepts").glob("*.md")),
             *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 

@@ -109,12 +109,14 @@ def sdpo_lab(res: dict) -> str:
                   for m, v in r["methods"].items()]
     parts = [teacher, "",
              f"Held-out greedy accuracy after {cfg['steps']} steps, seeds {fmt(cfg['seeds'])}; learning rates picked "
-             f"from {', '.join(f'{lr:g}' for lr in cfg['lr_grid'])} on seeds {fmt(cfg['tune_seeds'])} at the top dial:", "", finals, ""]
+             f"from {', '.join(f'{lr:g}' for lr in cfg['lr_grid'])} on seeds {fmt(cfg['tune_seeds'])} at the top "
+             "dial:", "", finals, ""]
     if r["gain"] > 0:
         parts += [f"Steps to reach GRPO's median final accuracy ({r['target']:.3f}) at the top dial ({top}), evaluated "
                   f"every {_eval_every(res)} steps:", "",
                   md_table(["method", "steps per seed", "reached", "median steps", "over GRPO's"], reach_rows)]
-        parts += ["", " ".join(g for g in (steps_vs_grpo(r, cfg["steps"], m) for m in r["methods"] if m != "grpo") if g)]
+        sentences = (steps_vs_grpo(r, cfg["steps"], m) for m in r["methods"] if m != "grpo")
+        parts += ["", " ".join(g for g in sentences if g)]
     else:
         parts += [f"At the top dial ({top}) GRPO's median final accuracy ({r['target']:.3f}) is not above its start "
                   f"({r['target'] - r['gain']:.3f}): GRPO did not improve in {cfg['steps']} steps, so steps-to-GRPO "
@@ -143,7 +145,8 @@ def sdpo_lab_summary(res: dict) -> str:
         grpo, sdpo, diff = runs_of(res, "grpo", d), runs_of(res, "sdpo", d), paired_diff(res, "sdpo", d)
         if grpo and sdpo and diff:
             rows.append([d, s["teacher"][d]["plain_acc"], s["teacher"][d]["demo_acc"],
-                         statistics.median(r["final_acc"] for r in grpo), statistics.median(r["final_acc"] for r in sdpo),
+                         statistics.median(r["final_acc"] for r in grpo),
+                         statistics.median(r["final_acc"] for r in sdpo),
                          f"{statistics.median(diff):+.3f} (above on {sum(x > 0 for x in diff)} of {len(diff)})"])
     return "\n".join([
         md_table(["dial (context steps)", "warm start", "teacher, shown a sibling's answer", "GRPO (median)",

@@ -103,7 +103,8 @@ def sdpo_lab_room(res: dict) -> str:
 
 def sdpo_lab_room_fields(res: dict) -> dict:
     """``sdpo_lab_fields`` at this warm start (``<!--f:sdpo_lab_room.KEY-->``), plus each dial's teacher
-    (``plain_<dial>``, ``demo_<dial>``) and per method the sentence on its steps to GRPO's final accuracy (``reach_<method>``)."""
+    (``plain_<dial>``, ``demo_<dial>``) and per method the sentence on its steps to GRPO's final accuracy
+    (``reach_<method>``)."""
     out = sdpo_lab_fields(res)
     for d, q in res["summary"]["teacher"].items():
         out[f"plain_{d}"], out[f"demo_{d}"] = fmt(q["plain_acc"]), fmt(q["demo_acc"])
@@ -163,7 +164,8 @@ def sdpo_lab_transfer_fields(res: dict) -> dict:
     if runs:   # the problem test-time SDPO (first learning rate) lifts most, and the mean without it
         top = max(runs, key=lambda x: x["after"][lr0][last])
         rest = [x["after"][lr0][last] for x in runs if x is not top]
-        later = [statistics.mean(x["chain_by_round"][1:]) for x in runs if x is not top and len(x["chain_by_round"]) > 1]
+        later = [statistics.mean(x["chain_by_round"][1:]) for x in runs
+                 if x is not top and len(x["chain_by_round"]) > 1]
         out.update(top_plain=fmt(top["plain_rate"]), top_after=fmt(top["after"][lr0][last]),
                    after_without_top=fmt(statistics.mean(rest) if rest else None),
                    chain_later_without_top=fmt(statistics.mean(later) if later else None),

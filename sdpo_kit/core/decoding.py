@@ -11,10 +11,11 @@
 A decoding step multiplies a few rows (the B last tokens) by every weight of the model: 16 rows on
 ``configs/real_grpo.yaml``. On a CPU the weights' read and the row products bound it, and the BLAS kernel
 matters: in fp32 ``y^T = W x^T`` runs these shapes faster than ``y = x W^T`` (``F.linear``'s layout), the same
-products summed in the same order (``real_decode.json``: the real model's batch in 4.3 s against 5.0, every
-row the same; bf16 weights keep ``F.linear``, which is faster there, on 2-D rows). ``few_row_linears``
-switches every plain ``nn.Linear`` of the model to it while sampling, for inputs of at most ``FEW_ROWS`` rows
-on a CPU; a prompt's forward keeps ``F.linear``.
+products summed in the same order, so every row comes out the same (``benchmarks/results/real_decode.json``
+measures both layouts on the real model's batch: ``merged_s`` against ``plain_layout_s``, and
+``rows_identical_layout``; bf16 weights keep ``F.linear``, which is faster there, on 2-D rows).
+``few_row_linears`` switches every plain ``nn.Linear`` of the model to it while sampling, for inputs of at
+most ``FEW_ROWS`` rows on a CPU; a prompt's forward keeps ``F.linear``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def logits_processors(config: GenerationConfig):
 
 def draw(probs: torch.Tensor) -> torch.Tensor:
     """One token per row of ``probs`` (B, V), the very token ``torch.multinomial(probs, 1)`` draws, from the
-    same random numbers, in about a third of its time on a CPU (real_decode.json).
+    same random numbers, in less time on a CPU (``benchmarks/results/real_decode.json`` measures both: ``draw_s``).
 
     torch draws one sample as argmax_v p_v / q_v, q_v ~ Exp(1) (the exponential race), and a CPU makes each
     q_v as -log(1 - u_v) from a float64 uniform u_v, one element at a time. Here the uniforms come from

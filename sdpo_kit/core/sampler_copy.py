@@ -9,15 +9,17 @@
 
 Why: a decoding step multiplies a few rows by every weight, so it is bound by reading the weights and by
 the row products; bf16 halves the bytes, and a CPU with AVX-512 BF16 multiplies them faster
-(``real_decode.json``: the real model's batch in 2.3 s from the copy against 4.3 in fp32, on the machine it
-names). A CPU without bf16 in hardware runs them slower than fp32: the option is off unless a config asks for
-it, and ``auto`` takes it only where the CPU says it multiplies bf16 (its ``avx512_bf16`` or ``amx_bf16`` flag).
+(``benchmarks/results/real_decode.json`` measures the real model's batch from the copy against fp32, on the
+machine it names: ``bf16_s`` against ``merged_s``). A CPU without bf16 in hardware runs them slower than
+fp32: the option is off unless a config asks for it, and ``auto`` takes it only where the CPU says it
+multiplies bf16 (its ``avx512_bf16`` or ``amx_bf16`` flag).
 
-The price: the tokens come from pi_bf16, a slightly different policy (rounded weights; on the real model
-about a third of the sampled rows differ from fp32's), so the loss no longer samples from the policy it
-trains. GRPO corrects it as TRL corrects vLLM's samples (``grpo.loss.sampler_weights``: importance weights
-pi / pi_bf16 per token or per sequence, truncated or masked), from the log-probs ``decode`` returns for
-the tokens it drew. The copy is refreshed before every batch, so it is never an older policy.
+The price: the tokens come from pi_bf16, a slightly different policy (rounded weights: some sampled rows
+differ from fp32's; ``benchmarks/results/real_decode.json`` measures the share that stays the same on the
+real model, ``rows_identical_bf16``), so the loss no longer samples from the policy it trains. GRPO
+corrects it as TRL corrects vLLM's samples (``grpo.loss.sampler_weights``: importance weights pi / pi_bf16
+per token or per sequence, truncated or masked), from the log-probs ``decode`` returns for the tokens it
+drew. The copy is refreshed before every batch, so it is never an older policy.
 """
 
 from __future__ import annotations
