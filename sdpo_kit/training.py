@@ -60,8 +60,8 @@ def set_threads(n: int, model_name: str) -> int:
 
     ``OMP_NUM_THREADS``, when the environment sets it, caps the count: whoever set it is sharing the
     cores (CI runs two notebooks at once on 2 cores with ``OMP_NUM_THREADS=1``), and a process that
-    takes more threads than its share waits on OpenMP threads the other process keeps off the cores:
-    a real-model step measured 97 s instead of 5 that way."""
+    takes more threads than its share waits on OpenMP threads the other process keeps off the cores,
+    and a real-model step then takes many times longer."""
     import torch
 
     n = n or (1 if model_name == "tiny-lab" else min(4, os.cpu_count() or 1))

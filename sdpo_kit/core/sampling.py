@@ -209,8 +209,8 @@ def merged_lora(model):
     Each base ``weight`` is swapped for a new tensor W' (never written in place: the frozen base keeps its
     bits, and the original Parameter objects come back afterwards), and the adapters are switched off
     (``disable_adapter``) while the block runs. With r = 16 on every projection of SmolLM2-135M this cuts
-    a decoding step's 630 matmuls to 210, a tenth to a sixth of sampling's time on a CPU (benchmarks/bench_decode.py:
-    the same sampled rows, folded or not). A model ``mergeable_lora_layers``
+    a decoding step's 630 matmuls to 210 (benchmarks/results/real_decode.json times sampling folded and not, on
+    the same sampled rows). A model ``mergeable_lora_layers``
     refuses passes through unchanged. For sampling and evaluation only (no gradients reach W')."""
     layers = mergeable_lora_layers(model)
     if layers is None:

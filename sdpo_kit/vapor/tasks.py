@@ -13,8 +13,7 @@ none in 16 questions, greedy), but it copies a demonstration, so the instruction
     Now: What is 13 - 4?
     Answer:
 
-(measured on SmolLM2-135M-Instruct, greedy, 24 new tokens, 16 held-out questions: half the answers
-tagged, a quarter right). Answers are read with the ``answer_tag`` rule, so an untagged answer earns
+(SmolLM2-135M-Instruct, greedy, tags some of its answers and gets fewer of them right). Answers are read with the ``answer_tag`` rule, so an untagged answer earns
 nothing and has no verifiable span. Each row adds ``chosen``, the demonstration's form with the right
 answer (``"13 - 4 = 9 <answer>9</answer>"``), and ``rejected``, the same form with a near miss (off by
 1 or 2 in the working and in the tags, as a slip in the sum gives), drawn from ``seed`` and the problem

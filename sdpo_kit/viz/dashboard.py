@@ -123,7 +123,7 @@ class Dashboard:
         max_steps: the run's length in sdpo_kit steps (progress and time left); ``train`` fills it
             from the trainer when None.
         panels, title, png_path, every: as ``LivePlot`` (the plot redraws every ``every`` rows: a
-            redraw costs about 0.2 s, the progress line and the table update on every row).
+            redraw is the slow part, the progress line and the table update on every row).
         table_size: completions shown (the first rows of the step's batch, a few groups).
         table_every: headless, print the text table every this many steps (0: never).
     """
