@@ -13,15 +13,14 @@ none in 16 questions, greedy), but it copies a demonstration, so the instruction
     Now: What is 13 - 4?
     Answer:
 
-(SmolLM2-135M-Instruct, greedy, tags some of its answers and gets fewer of them right). Answers are read with the ``answer_tag`` rule, so an untagged answer earns
-nothing and has no verifiable span. Each row adds ``chosen``, the demonstration's form with the right
-answer (``"13 - 4 = 9 <answer>9</answer>"``), and ``rejected``, the same form with a near miss (off by
-1 or 2 in the working and in the tags, as a slip in the sum gives), drawn from ``seed`` and the problem
-so rows are the same in every run, as ``tasks.arithmetic.VaporArithmeticTask`` draws them.
-
-Everything else (problems, difficulty, the split by ``problem_key``) is ``WordProblemTask``'s.
-Left out on purpose: pairs that differ in form rather than in the number (a missing tag, a rambling
-answer): the preference span compares numbers only.
+(SmolLM2-135M-Instruct, greedy, tags some of its answers and gets fewer of them right). Answers are read with
+the ``answer_tag`` rule, so an untagged answer earns nothing and has no verifiable span. Each row adds
+``chosen``, the demonstration's form with the right answer (``"13 - 4 = 9 <answer>9</answer>"``), and
+``rejected``, the same form with a near miss (off by 1 or 2 in the working and in the tags, as a slip in the
+sum gives), drawn from ``seed`` and the problem so rows are the same in every run, as
+``tasks.arithmetic.VaporArithmeticTask`` draws them. Everything else (problems, difficulty, the split by
+``problem_key``) is ``WordProblemTask``'s. Left out on purpose: pairs that differ in form rather than in the
+number (a missing tag, a rambling answer): the preference span compares numbers only.
 """
 
 from __future__ import annotations
