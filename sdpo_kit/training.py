@@ -163,6 +163,7 @@ def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=No
     (the metric rows) and the trained ``model`` and ``tokenizer``.
     """
     from sdpo_kit.core.config import ConfigError, dump_config
+    from sdpo_kit.core.distributed import is_main
     from sdpo_kit.core.run_info import RunInfo, resume_checkpoint
 
     t_start = time.perf_counter()
@@ -178,11 +179,13 @@ def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=No
             raise ConfigError(str(e)) from None
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if not is_main():   # one of several processes (torchrun): the main one writes the run's files
+        return run_checked(cfg, task, pieces, resume_from=resume_from, config_path=config_path, t_start=t_start)
     dump_config(cfg, out / "config.yaml")
     info = RunInfo(out, command or f"sdpo_kit.train({config_path!r})", config_path, resume_from)
     try:
         summary = run_checked(cfg, task, pieces, resume_from=resume_from, dashboard=dashboard, config_path=config_path,
-                      t_start=t_start)
+                              t_start=t_start)
     except BaseException as e:
         e.traceback_file = info.failed(e)   # the CLI prints where it went
         raise
@@ -214,31 +217,51 @@ def checked_run(config, overrides, pieces: dict):
     return cfg, task
 
 
+def rewards_for(cfg, model, tokenizer, task) -> tuple[list, list | None]:
+    """(reward functions, their weights or None when all are 1) from the config's ``reward`` entries;
+    model-scored rewards (inverse_loss, supervised) score with the policy unless their ``scorer`` says otherwise."""
+    from sdpo_kit.core.config import ConfigError
+    from sdpo_kit.rewards import make_reward
+
+    weights = [r.get("weight", 1.0) for r in cfg.reward]
+    specs = [{k: v for k, v in r.items() if k != "weight"} for r in cfg.reward]
+    try:
+        reward_funcs = make_reward(specs, model=model, tokenizer=tokenizer, task=task)
+    except ValueError as e:  # unknown type / option: a config problem, reported as one
+        raise ConfigError(f"reward: {e}") from e
+    check_answer_rules(task, reward_funcs)
+    return reward_funcs, None if all(w == 1.0 for w in weights) else weights
+
+
 def run_checked(cfg, task, pieces: dict, *, resume_from=None, dashboard=None, config_path: str = "<dict>",
-        t_start: float | None = None) -> dict:
+                t_start: float | None = None) -> dict:
     """Train a checked config (``checked_run``) into its output folder: load the policy and rewards, build the
-    registered trainer, run it, save the model; returns ``train``'s summary."""
+    registered trainer, run it, save the model; returns ``train``'s summary. Under a launcher's several
+    processes only the main one prints, plots, evaluates and saves (``core.distributed``)."""
     from sdpo_kit.core.checkpoint import save_model
-    from sdpo_kit.core.config import ConfigError, completion_budget
+    from sdpo_kit.core.config import completion_budget
+    from sdpo_kit.core.distributed import is_main, world_size
     from sdpo_kit.core.pieces import describe
     from sdpo_kit.core.utils import seed_everything
     from sdpo_kit.lab.model import lab_config_for
     from sdpo_kit.models import load_policy
     from sdpo_kit.registry import get_trainer, panels_for
-    from sdpo_kit.rewards import make_reward
     from sdpo_kit.viz.plots import LivePlot
 
     t_start = time.perf_counter() if t_start is None else t_start
     entry, tc, out = get_trainer(cfg.algorithm, cfg.backend), cfg.trainer, Path(cfg.output_dir)
+    main = is_main()
+    say = print if main else (lambda *a, **k: None)   # the other processes stay quiet
     threads = set_threads(cfg.threads, cfg.model.name)
     seed_everything(tc.seed)
     resumed = f" resume_from={resume_from}" if resume_from else ""
-    print(f"sdpo-kit train {config_path}: algorithm={cfg.algorithm} backend={cfg.backend} model={cfg.model.name} "
+    resumed += f" processes={world_size()}" if world_size() > 1 else ""
+    say(f"sdpo-kit train {config_path}: algorithm={cfg.algorithm} backend={cfg.backend} model={cfg.model.name} "
           f"reward={[r['type'] for r in cfg.reward]} steps={tc.max_steps} threads={threads}{resumed} -> {out}",
           flush=True)
-    print(f"preflight: {preflight_for(cfg)}", flush=True)
+    say(f"preflight: {preflight_for(cfg)}", flush=True)
     for name, fn in pieces.items():
-        print(f"{name}: yours, {describe(fn)}", flush=True)
+        say(f"{name}: yours, {describe(fn)}", flush=True)
 
     train_rows, heldout = task.splits()
     model, tokenizer = load_policy(
@@ -246,16 +269,7 @@ def run_checked(cfg, task, pieces: dict, *, resume_from=None, dashboard=None, co
         max_seq_length=cfg.model.max_seq_length, trust_remote_code=cfg.model.trust_remote_code,
         lab_config=lab_config_for(cfg, task), dtype=cfg.model.dtype, fast_inference=cfg.model.fast_inference,
     )
-    weights = [r.get("weight", 1.0) for r in cfg.reward]
-    specs = [{k: v for k, v in r.items() if k != "weight"} for r in cfg.reward]
-    # model-scored rewards (inverse_loss, supervised) get the policy as their scorer (scorer="policy", their default)
-    try:
-        reward_funcs = make_reward(specs, model=model, tokenizer=tokenizer, task=task)
-    except ValueError as e:  # unknown type / option: a config problem, reported as one
-        raise ConfigError(f"reward: {e}") from e
-    reward_weights = None if all(w == 1.0 for w in weights) else weights
-
-    check_answer_rules(task, reward_funcs)
+    reward_funcs, reward_weights = rewards_for(cfg, model, tokenizer, task)
     eval_s = [0.0]  # time spent evaluating, kept out of s/step
     # held-out evaluation reads answers with the task's rule (the rewards' too) within the run's completion budget
     eval_tokens = completion_budget(tc)
@@ -277,15 +291,16 @@ def run_checked(cfg, task, pieces: dict, *, resume_from=None, dashboard=None, co
         plot = plot_for(out / "reward_curve.png")
     printer = ProgressPrinter(tc.max_steps, every=max(1, tc.max_steps // 20))
     ran: list[dict] = []  # the training rows this run logs (a resumed run's earlier rows are not sent again)
-    trainer = entry.build_trainer(model, tokenizer, reward_funcs, train_rows, tc, eval_fn=eval_fn,
-                                  callbacks=[plot, printer, lambda r: ran.append(r) if "loss" in r else None],
+    callbacks = [plot, printer] if main else []
+    trainer = entry.build_trainer(model, tokenizer, reward_funcs, train_rows, tc, eval_fn=eval_fn if main else None,
+                                  callbacks=[*callbacks, lambda r: ran.append(r) if "loss" in r else None],
                                   reward_weights=reward_weights, **pieces)
     t_train = time.perf_counter()  # from here on: the training loop only
     history = entry.run_trainer(trainer, resume_from)
     train_s = time.perf_counter() - t_train
     if dashboard is not None:
         dashboard.close()
-    else:
+    elif main:
         if resume_from:  # the live plot saw this run's steps only; the saved curve shows the whole run
             plot.close()
             plot = plot_for(out / "reward_curve.png")
@@ -293,8 +308,9 @@ def run_checked(cfg, task, pieces: dict, *, resume_from=None, dashboard=None, co
                 plot.update(row)
         plot.save(out / "reward_curve.png")
         plot.close()
-    shutil.rmtree(out / "model", ignore_errors=True)   # an earlier run's files (an adapter, a full model) must not stay
-    save_model(model, out / "model", tokenizer)
+    if main:
+        shutil.rmtree(out / "model", ignore_errors=True)   # an earlier run's files (an adapter, a full model) go
+        save_model(model, out / "model", tokenizer)
 
     accs = [r["eval/accuracy"] for r in history if r.get("eval/accuracy") is not None]
     steps_run = len(ran)
@@ -306,9 +322,9 @@ def run_checked(cfg, task, pieces: dict, *, resume_from=None, dashboard=None, co
         "output_dir": str(out), "history": history, "model": model, "tokenizer": tokenizer,
     }
     if accs:
-        print(f"held-out accuracy: before {accs[0]:.3f} -> after {accs[-1]:.3f} "
+        say(f"held-out accuracy: before {accs[0]:.3f} -> after {accs[-1]:.3f} "
               f"({accs[-1] - accs[0]:+.3f})", flush=True)
     per_step = f", {summary['s_per_step']:.3f} s/step without eval" if steps_run > 0 else ""
-    print(f"time: {summary['total_s']:.1f} s total, {train_s:.1f} s training{per_step}; "
+    say(f"time: {summary['total_s']:.1f} s total, {train_s:.1f} s training{per_step}; "
           f"wrote {out}/metrics.jsonl, {out}/model, {out}/reward_curve.png", flush=True)
     return summary

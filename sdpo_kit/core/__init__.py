@@ -27,6 +27,7 @@
     run_info.py    a run folder's state (run_info.json: running, finished, failed) and the checkpoint to resume
     progress.py    a tqdm bar on a terminal, plain lines elsewhere
     cache.py       the one model cache ($SDPO_KIT_CACHE, else ~/.cache/sdpo_kit)
+    distributed.py which process this is under torchrun / accelerate launch (rank 0 writes the run's files)
     lazy.py        a package's public names imported on first use (``import sdpo_kit`` stays instant)
     utils.py       eval_mode, seed_everything, tolerances, quiet_progress_bars
 """

@@ -316,7 +316,7 @@ class MetricsCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        if folder.is_dir():  # Trainer wrote it just before calling us
+        if self.output_dir is not None and folder.is_dir():  # Trainer wrote it just before calling us (main only)
             write_jsonl(folder / ROWS_FILE, self.history)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from sdpo_kit.core.distributed import is_main, world_size
 from sdpo_kit.core.fast_generation import guard_trl_vllm
 from sdpo_kit.core.metrics import ZeroSignalWatch
 from sdpo_kit.core.trl_base import (
@@ -103,11 +104,11 @@ def grpo_args(preset: str = "cpu", output_dir: str = "runs/trl_grpo", *, args_cl
         if "per_device_train_batch_size" in overrides:
             raise ValueError("give prompts_per_step or per_device_train_batch_size, not both")
         total = int(prompts_per_step) * int(args["num_generations"])
-        k = int(args.get("gradient_accumulation_steps") or 1)
-        if total % k:
+        k, n = int(args.get("gradient_accumulation_steps") or 1), world_size()   # n: processes (torchrun)
+        if total % (k * n):
             raise ValueError(f"prompts_per_step x num_generations = {total} completions cannot be split "
-                             f"into gradient_accumulation_steps={k} equal micro-batches")
-        args["per_device_train_batch_size"] = total // k
+                             f"into gradient_accumulation_steps={k} equal micro-batches on each of {n} processes")
+        args["per_device_train_batch_size"] = total // (k * n)   # the step's batch, shared by the processes
     # one sdpo_kit step = one sampled batch and num_iterations optimizer passes over it;
     # TRL counts each pass as a step, so the same config gets mu x as many TRL steps
     mu = int(args.get("num_iterations") or 1)
@@ -169,9 +170,10 @@ def build_trl_grpo_trainer(model, tokenizer, reward_funcs, train_dataset, *, pre
     trl_config = args_class(**args)
     check_enough_rows(len(train_dataset) if hasattr(train_dataset, "__len__") else None, trl_config)
     trainer_cbs, sinks = split_callbacks(callbacks)
+    ours = output_dir if is_main() else None   # several processes: our files come from the main one
     watch = ZeroSignalWatch(grpo_overrides.get("zero_signal_fraction", 0.9), grpo_overrides.get("zero_signal_steps", 10),
-                            output_dir, log_completions_every)
-    metrics_cb = MetricsCallback(output_dir, eval_fn, eval_every, sinks, args.get("num_iterations") or 1,
+                            ours, log_completions_every)
+    metrics_cb = MetricsCallback(ours, eval_fn, eval_every, sinks, args.get("num_iterations") or 1,
                                  log_completions_every, watch)
     trainer = trainer_class(
         model=model, args=trl_config,
