@@ -1,4 +1,4 @@
-# Two commands for a fresh machine: `make demo` and `make test` (both install if needed).
+# For a fresh machine: `make demo` (the first win, on the real model), `make demo-lab` and `make test` (all install if needed).
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
@@ -25,7 +25,7 @@ GPU_WHEELS := .gpu-wheels
 GPU_SITE   := .gpu-site
 GPU_REPORT ?= runs/gpu_check.json
 
-.PHONY: install demo test unit notebooks lint docs bench bench-check bench-clone bench-stale clean test-trl115 test-export executed \
+.PHONY: install demo demo-lab test unit notebooks lint docs bench bench-check bench-clone bench-stale clean test-trl115 test-export executed \
         test-verl gpu-check real-model test-real
 
 install: $(STAMP)
@@ -42,8 +42,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-demo: $(STAMP)
-	$(BIN)/sdpo-kit train configs/demo.yaml --output-dir runs/demo
+# the first win: SmolLM2-135M-Instruct learns first_run's sums, five held-out questions shown before and after
+demo: real-model
+	$(BIN)/sdpo-kit train first_run --output-dir runs/first_run --show 5
+
+# the tiny lab's demo: a 0.1M-parameter model built in code, 500 steps in a minute or two
+demo-lab: $(STAMP)
+	$(BIN)/sdpo-kit train demo --output-dir runs/demo
 
 # two pytest-xdist workers (a file each at a time, so a module's fixtures are built once) with one torch
 # thread each, for a 2-core machine; tests/conftest.py sets the threads, OMP_NUM_THREADS the kernels'

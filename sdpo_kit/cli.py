@@ -1,8 +1,7 @@
 """The ``sdpo-kit`` command line: a thin argparse front of the library.
 
-    sdpo-kit train PRESET_OR_CONFIG.yaml [--backend scratch|trl] [--max-steps N] [--output-dir D]
-                               [--resume-from RUN_DIR | RUN_DIR/checkpoint-N] [--report-to tensorboard|...]
-                               [--set section.key=value ...]
+    sdpo-kit train PRESET_OR_CONFIG.yaml [--backend scratch|trl] [--max-steps N] [--output-dir D] [--show N]
+                               [--resume-from RUN_DIR | RUN_DIR/checkpoint-N] [--report-to tensorboard|...] [--set ...]
     sdpo-kit eval RUN_DIR_OR_MODEL [--config CFG] [--show N] [--out FILE] [--set ...]
     sdpo-kit export RUN_DIR [--format lora|merged|merged_4bit|gguf]
     sdpo-kit export-verl CONFIG --out DIR
@@ -61,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--output-dir", help="override output_dir")
     tr.add_argument("--resume-from", metavar="RUN_DIR | RUN_DIR/checkpoint-N",
                     help="continue a run from one of its checkpoints (trainer.save_steps writes them)")
+    tr.add_argument("--show", type=int, default=0, metavar="N",
+                    help="print N held-out questions with the reply before training and after")
     tr.add_argument("--report-to", metavar="NAME[,NAME]", help=REPORT_TO_HELP)
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                     help="override any config key, e.g. --set trainer.eval_every=10 (repeatable)")
@@ -183,7 +184,7 @@ def main(argv=None) -> int:
         overrides["output_dir"] = args.resume_from   # a run folder continues in place: one metrics.jsonl
     try:
         cfg = load_config(args.config, overrides)
-        train(cfg, config_path=args.config, resume_from=args.resume_from,
+        train(cfg, config_path=args.config, resume_from=args.resume_from, show=args.show,
               command=" ".join(["sdpo-kit", *map(shlex.quote, sys.argv[1:] if argv is None else argv)]))
     except ConfigError as e:
         print(f"sdpo-kit: config error: {' '.join(str(e).split())}", file=sys.stderr)

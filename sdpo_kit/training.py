@@ -143,13 +143,14 @@ def check_answer_rules(task, reward_funcs) -> None:
 
 def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=None, overrides: dict | None = None,
           resume_from: str | None = None, dashboard=None, config_path: str | None = None,
-          command: str | None = None) -> dict:
+          command: str | None = None, show: int = 0) -> dict:
     """Run one training job from ``config``: a preset's name, a YAML path, a dict or a ``Config``.
 
     ``resume_from``: a checkpoint folder, or a run folder (its newest checkpoint), to continue from.
     ``advantage_fn``, ``loss_fn``, ``distill_fn``, ``gae_fn``: your own pieces in place of the library's
     (module docstring). ``command``: what started the run, for ``run_info.json`` (the CLI gives its command
-    line; default ``sdpo_kit.train('CONFIG')``).
+    line; default ``sdpo_kit.train('CONFIG')``). ``show``: print that many held-out questions with the reply before
+    training and after (greedy, the evaluation's budget).
 
     ``dashboard``: a ``viz.dashboard.Dashboard`` to show the run in (a notebook's live plots, progress and
     completions); it then draws ``reward_curve.png`` in place of the run's own plot.
@@ -185,7 +186,7 @@ def train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=No
     info = RunInfo(out, command or f"sdpo_kit.train({config_path!r})", config_path, resume_from)
     try:
         summary = run_checked(cfg, task, pieces, resume_from=resume_from, dashboard=dashboard, config_path=config_path,
-                              t_start=t_start)
+                              t_start=t_start, show=show)
     except BaseException as e:
         e.traceback_file = info.failed(e)   # the CLI prints where it went
         raise
@@ -217,6 +218,29 @@ def checked_run(config, overrides, pieces: dict):
     return cfg, task
 
 
+def replies_to(model, tokenizer, rows: list[dict], max_new_tokens: int) -> list[str]:
+    """Greedy replies to ``rows``' prompts, as held-out evaluation samples them."""
+    from sdpo_kit.core.utils import eval_mode
+    from sdpo_kit.tasks.base import greedy_replies
+
+    with eval_mode(model):
+        return greedy_replies(model, tokenizer, rows, max_new_tokens=max_new_tokens)
+
+
+def before_and_after(task, rows: list[dict], before: list[str], after: list[str]) -> str:
+    """Each question with its reply before training and after, marked right or wrong by the task's rule."""
+    from sdpo_kit.text.shown import one_line, question_text
+
+    lines = [f"{len(rows)} held-out questions, before and after training:"]
+    for row, b, a in zip(rows, before, after):
+        mark = {True: "right", False: "wrong"}
+        expected = row[task.answer_column]
+        lines += [f"  Q: {one_line(question_text(row['prompt']))}   (answer {expected})",
+                  f"     before ({mark[bool(task.is_correct(b, expected))]}): {one_line(b, 100)}",
+                  f"     after  ({mark[bool(task.is_correct(a, expected))]}): {one_line(a, 100)}"]
+    return "\n".join(lines)
+
+
 def rewards_for(cfg, model, tokenizer, task) -> tuple[list, list | None]:
     """(reward functions, their weights or None when all are 1) from the config's ``reward`` entries;
     model-scored rewards (inverse_loss, supervised) score with the policy unless their ``scorer`` says otherwise."""
@@ -234,7 +258,7 @@ def rewards_for(cfg, model, tokenizer, task) -> tuple[list, list | None]:
 
 
 def run_checked(cfg, task, pieces: dict, *, resume_from=None, dashboard=None, config_path: str = "<dict>",
-                t_start: float | None = None) -> dict:
+                t_start: float | None = None, show: int = 0) -> dict:
     """Train a checked config (``checked_run``) into its output folder: load the policy and rewards, build the
     registered trainer, run it, save the model; returns ``train``'s summary. Under a launcher's several
     processes only the main one prints, plots, evaluates and saves (``core.distributed``)."""
@@ -295,6 +319,7 @@ def run_checked(cfg, task, pieces: dict, *, resume_from=None, dashboard=None, co
     trainer = entry.build_trainer(model, tokenizer, reward_funcs, train_rows, tc, eval_fn=eval_fn if main else None,
                                   callbacks=[*callbacks, lambda r: ran.append(r) if "loss" in r else None],
                                   reward_weights=reward_weights, **pieces)
+    before = replies_to(model, tokenizer, heldout[:show], eval_tokens) if show and main else None
     t_train = time.perf_counter()  # from here on: the training loop only
     history = entry.run_trainer(trainer, resume_from)
     train_s = time.perf_counter() - t_train
@@ -321,6 +346,8 @@ def run_checked(cfg, task, pieces: dict, *, resume_from=None, dashboard=None, co
         "s_per_step": (train_s - eval_s[0]) / steps_run if steps_run > 0 else None,
         "output_dir": str(out), "history": history, "model": model, "tokenizer": tokenizer,
     }
+    if before is not None:
+        say(before_and_after(task, heldout[:show], before, replies_to(model, tokenizer, heldout[:show], eval_tokens)))
     if accs:
         say(f"held-out accuracy: before {accs[0]:.3f} -> after {accs[-1]:.3f} "
               f"({accs[-1] - accs[0]:+.3f})", flush=True)

@@ -118,3 +118,11 @@ def test_progress_prints_plain_lines_off_a_terminal(capsys):
     bar.close()
     assert capsys.readouterr().out.splitlines() == ["eval: 4/10 questions", "eval: 8/10 questions",
                                                     "eval: 10/10 questions"]
+
+
+def test_train_shows_held_out_questions_before_and_after(tmp_path, capsys):
+    path = config(tmp_path)
+    assert main(["train", str(path), "--show", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 held-out questions, before and after training:" in out
+    assert out.count("     before (") == 2 and out.count("     after  (") == 2

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdpo_kit.deploy.run_model import ExportError, is_adapter, load_run_model, run_source
+from sdpo_kit.text.shown import one_line, question_text
 
 
 @dataclass
@@ -59,17 +60,6 @@ class Evaluation:
         return "\n".join(lines)
 
 
-def one_line(text: str, width: int = 160) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= width else flat[: width - 3] + "..."
-
-
-def question_text(prompt) -> str:
-    """A prompt as the learner wrote it: a chat prompt's last user message, else the text."""
-    if isinstance(prompt, str):
-        return prompt
-    users = [m.get("content", "") for m in prompt if m.get("role") == "user"]
-    return users[-1] if users else str(prompt)
 
 
 def load_target(target: str, config=None):
