@@ -202,7 +202,7 @@ class Dashboard:
         h, w = plot.shape[0] / 100, plot.shape[1] / 100                              # inches at 100 dpi
         caption = f"sampled completions, step {self.table_step}" if self.table_rows else ""
         table = f"{caption}\n{text_table(self.table_rows, width=30)}"
-        text_h = 0.16 * (table.count("\n") + 1) + 0.2
+        text_h = 0.22 * (table.count("\n") + 1) + 0.3       # lines at 11 pt: legible when a page scales it down
         fig = Figure(figsize=(w, h + 0.45 + text_h), dpi=100)
         FigureCanvasAgg(fig)
         H = fig.get_figheight()
@@ -211,7 +211,7 @@ class Dashboard:
         ax.axis("off")
         fig.text(0.01, 1 - 0.12 / H, f"[stop after this step]   {self.status_text(final=True)}", va="top",
                  family="monospace", fontsize=10)
-        fig.text(0.01, (text_h - 0.1) / H, table, va="top", family="monospace", fontsize=7.5)
+        fig.text(0.01, (text_h - 0.1) / H, table, va="top", family="monospace", fontsize=11)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100)
         if path is not None:
