@@ -137,8 +137,8 @@ def test_kl_anchor_is_on_when_beta_is_positive(tmp_path):
 
 
 def test_the_notebook_profiles():
-    """Every profile holds the settings notebook 03 reads; the smoke sizes only shrink them; the collapse
-    check is asserted on the tiny lab alone (where it was measured)."""
+    """Every profile holds the settings notebook 03 reads; the smoke sizes only shrink them; the collapse's
+    usual range is given on the tiny lab alone (where it was measured), as (low, high) per scorer and metric."""
     keys = {"task", "max_new_tokens", "group", "n_probe", "hack_steps", "prompts", "lr", "temperature", "n_eval",
             "eval_every", "collapse"}
     assert set(PROFILES) == {TINY_LAB, REAL_CPU_MODEL, T4_MODEL}
@@ -147,5 +147,7 @@ def test_the_notebook_profiles():
         for k, v in profile.get("smoke", {}).items():
             assert k in keys and v <= profile[k], (name, k)
         assert profile["n_probe"] <= profile["n_eval"], "the probe prompts are held-out problems"
-    assert PROFILES[TINY_LAB]["collapse"] is not None
+    assert set(PROFILES[TINY_LAB]["collapse"]) == {"policy", "frozen"}
+    for ranges in PROFILES[TINY_LAB]["collapse"].values():
+        assert all(len(r) == 2 and r != (None, None) for r in ranges.values()), ranges
     assert PROFILES[REAL_CPU_MODEL]["collapse"] is None and PROFILES[T4_MODEL]["collapse"] is None

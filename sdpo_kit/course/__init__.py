@@ -14,6 +14,8 @@ logits: a teacher or a frozen reference) when it has them.
 
 ``course.checks`` holds the exercises' checks (``exercise`` and the functions that compare a learner's
 code with the library's); the reference answers live beside the notebooks, in ``notebooks/solutions``.
+``course.show`` holds the small views a notebook prints, among them ``against_usual``: how much a run learned beside
+the range a run like it usually lands in (printed, never asserted).
 
 Left out on purpose: anything a notebook teaches. Profiles are data; the ideas stay in the notebooks.
 """
@@ -34,7 +36,7 @@ from sdpo_kit.course.checks import (
     check_sampled_token_loss,
     exercise,
 )
-from sdpo_kit.course.show import last_group, side_by_side
+from sdpo_kit.course.show import against_usual, group_to_show, side_by_side
 
 SMOKE_ENV = "SDPO_KIT_SMOKE"
 NOTEBOOKS = ("00", "01", "02", "03", "04", "05", "06", "07", "08")
@@ -106,5 +108,4 @@ def setup(notebook: str, *, seed: int = 0, env=None, cuda: bool | None = None, v
 
 __all__ = ["Profile", "setup", "profile_table", "describe", "default_models", "choose_model", "REAL_CPU_MODEL",
            "T4_MODEL", "TINY_LAB", "ExerciseFailed", "check_gae", "check_group_advantages", "check_grpo_loss",
-           "check_sampled_token_loss", "exercise", "last_group",
-           "side_by_side"]
+           "check_sampled_token_loss", "exercise", "against_usual", "group_to_show", "side_by_side"]

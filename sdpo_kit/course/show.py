@@ -1,7 +1,13 @@
-"""Small views the notebooks print: answers before and after training side by side, one sampled group.
+"""Small views the notebooks print: answers before and after training side by side, one sampled group, and a
+run's outcome beside the range a run like it usually lands in.
 
     print(side_by_side(questions, before, after, answers, is_correct))
-    group = last_group(run_dir / "completions.jsonl", G)     # one prompt's G completions of the last logged step
+    group = group_to_show(run_dir / "completions.jsonl", G)  # one prompt's G completions, mixed rewards if any
+    print(against_usual("held-out accuracy changed by", lift, low=P.min_lift))
+
+A notebook prints how much its run learned and never asserts it: one run is one sample (its seed, the
+machine's rounding and the library versions all move it), so a learner's run outside the usual range is
+news to read, not an error. The notebooks' asserts check the math and the plumbing.
 
 Left out on purpose: plots (``viz.plots`` and the dashboard draw those).
 """
@@ -9,6 +15,7 @@ Left out on purpose: plots (``viz.plots`` and the dashboard draw those).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -34,15 +41,39 @@ def side_by_side(questions: Sequence[str], before: Sequence[str], after: Sequenc
     return "\n".join(lines)
 
 
-def last_group(path: str | Path, group_size: int, index: int = 0) -> list[dict]:
-    """The ``index``-th group of ``group_size`` completions (one prompt's) at the last step the run logged
-    in ``completions.jsonl``: dicts with ``prompt``, ``completion``, ``reward``, ... as the run wrote them."""
+def group_to_show(path: str | Path, group_size: int) -> list[dict]:
+    """One prompt's ``group_size`` completions from ``completions.jsonl`` (dicts with ``step``, ``prompt``,
+    ``completion``, ``reward``, ... as the run wrote them): the first group whose rewards differ, at the latest
+    logged step that has one. When no logged group has mixed rewards, the last step's first group (its
+    advantages are all 0: the caller can tell by its rewards)."""
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     if not rows:
         raise ValueError(f"{path}: no completions were logged (trainer.log_completions_every is 0?)")
-    last = max(r["step"] for r in rows)
-    step_rows = [r for r in rows if r["step"] == last]
-    group = step_rows[index * group_size:(index + 1) * group_size]
-    if len(group) != group_size:
-        raise ValueError(f"step {last} logged {len(step_rows)} completions: no group {index} of {group_size}")
-    return group
+    groups = []                                                 # latest step first, each step's groups in order
+    for step in sorted({r["step"] for r in rows}, reverse=True):
+        step_rows = [r for r in rows if r["step"] == step]
+        chunks = (step_rows[i:i + group_size] for i in range(0, len(step_rows), group_size))
+        groups += [g for g in chunks if len(g) == group_size and len({r["prompt"] for r in g}) == 1]
+    if not groups:
+        raise ValueError(f"{path}: no step logged a whole group of {group_size} completions to one prompt")
+    return next((g for g in groups if len({r["reward"] for r in g}) > 1), groups[0])
+
+
+def against_usual(what: str, value: float, low: float | None = None, high: float | None = None, *,
+                  if_outside: str = "", fmt: str = "+.2f") -> str:
+    """``what`` and ``value`` beside the range a run like this one usually lands in (``low`` / ``high``: None
+    where that side is open; both None where no range was measured, as for a smoke run), with a note when
+    ``value`` falls outside it: ``if_outside`` says what that may mean for this run. A NaN ``value`` (nothing to
+    average in this run) says so."""
+    if low is None and high is None:
+        return f"{what} {value:{fmt}} (no usual range was measured for this model at this size)"
+    usual = (f"between {low:{fmt}} and {high:{fmt}}" if low is not None and high is not None
+             else f"at {low:{fmt}} or more" if low is not None else f"at {high:{fmt}} or less")
+    if math.isnan(value):
+        return f"{what} nothing to measure in this run (a run like this usually lands {usual})"
+    text = f"{what} {value:{fmt}} (a run like this usually lands {usual})"
+    if (low is not None and value < low) or (high is not None and value > high):
+        text += ("\n  outside the usual range. One run is one sample: its seed, your machine's rounding and the "
+                 "library versions all move it, so compare a few seeds before reading much into it.")
+        text += f"\n  {if_outside}" if if_outside else ""
+    return text

@@ -2,9 +2,9 @@
 the T4 model on a GPU, and ``configs/demo.yaml`` on the tiny lab (``SDPO_KIT_MODEL=tiny-lab``).
 
 ``overrides`` are dotted config keys applied to ``config`` (``registry.load_config``); ``n_show`` the
-held-out questions shown before and after; ``min_lift`` the rise in held-out accuracy the run is checked
-for (measured by ``benchmarks/bench_first_run.py`` for the real model; None where a run is too short to
-promise one, as in smoke mode)."""
+held-out questions shown before and after; ``min_lift`` the rise in held-out accuracy a run like this usually
+makes, printed beside the learner's own (measured by ``benchmarks/bench_first_run.py`` for the real model; None
+where a run is too short to promise one, as in smoke mode)."""
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 

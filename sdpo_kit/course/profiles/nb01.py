@@ -6,8 +6,8 @@ completions per prompt; ``prompts`` the prompts per training step (a batch is ``
 completions); ``lr`` AdamW's first rate (it decays linearly to 0); ``steps`` the steps of each of the two
 training runs (inline, then ``GRPOScratchTrainer``); ``n_var_batches`` and ``var_prompts`` the size of the
 gradient-variance experiment; ``n_eval`` the held-out problems; ``min_lift`` the rise in held-out greedy
-accuracy each run is checked for (measured on the full-size tiny-lab run, seed 0: +0.20 for both runs;
-None where a run is too short to promise one, as in smoke mode, or was not measured).
+accuracy each run usually makes, printed beside its own (measured on the full-size tiny-lab run, seed 0:
++0.20 for both runs; None where a run is too short to promise one, as in smoke mode, or was not measured).
 """
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB

@@ -8,9 +8,9 @@ completions); ``lr`` AdamW's first rate (it decays linearly to 0); ``steps`` the
 (the scratch ``GRPOScratchTrainer``, then TRL's ``GRPOTrainer``); ``n_eval`` the held-out problems; ``trl_preset`` the
 TRL preset (``"cpu"``: fp32; ``"t4"``: 16 bits, gradient checkpointing; ``"auto"``: t4 on a GPU, else cpu);
 ``num_threads`` torch's CPU threads (the tiny lab's matmuls are too small to split); ``min_lift`` the rise in
-held-out greedy accuracy both runs are checked for at the end (the full-size tiny-lab run, seed 0, gains
-about +0.2 on both backends; None where a run is too short to promise one, as in smoke mode, or was not
-measured). ``final_config`` and ``final_overrides``: what section 7 trains twice, with the learner's loss and
+held-out greedy accuracy both runs usually make, printed beside theirs at the end (the full-size tiny-lab run,
+seed 0, gains about +0.2 on both backends; None where a run is too short to promise one, as in smoke mode, or
+was not measured). ``final_config`` and ``final_overrides``: what section 7 trains twice, with the learner's loss and
 advantage and with the library's: notebook 00's first run on the real model at full size (the T4 model on a
 GPU, with notebook 00's T4 changes), the tiny lab's demo config, a few steps, in smoke mode (on every model).
 """

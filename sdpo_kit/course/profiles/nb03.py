@@ -6,8 +6,9 @@ model); ``group`` the completions per prompt (G); ``n_probe`` the held-out promp
 reward scores; ``hack_steps`` the GRPO steps of each reward-hacking run, ``prompts`` its prompts per step
 (B = prompts x G), ``lr`` its AdamW learning rate and ``temperature`` its sampling temperature (the probe
 batch's too); ``n_eval`` the held-out problems of the greedy evaluation, run every ``eval_every`` steps;
-``collapse`` what section 5 asserts about the self-scored run (measured on the tiny lab only: None
-elsewhere, where the notebook asserts no collapse)."""
+``collapse`` the usual change of section 5's runs from their first steps to their last, printed beside each
+run's own: ``(low, high)`` per scorer and metric, None for an open side (measured on the tiny lab only: None
+elsewhere, where the notebook prints the changes without a range)."""
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 
@@ -16,8 +17,12 @@ PROFILES = {
         task=dict(name="arithmetic", digits=1, terms=3),          # "3+5+1=", the answer on the first line
         max_new_tokens=4, group=8, n_probe=100, hack_steps=100, prompts=16, lr=3e-4, temperature=1.0,
         n_eval=200, eval_every=10,
-        # the collapse section 5 checks (it shows within 30 steps, so at either size)
-        collapse=dict(reward_rise=0.3, distinct_drop=1.0),
+        # the collapse section 5 shows (within 30 steps, so at either size): the self-scored reward climbs,
+        # the group's answers agree, accuracy does not rise; the frozen scorer heads the same way
+        collapse=dict(policy={"reward/mean": (0.3, None), "reward/distinct_in_group": (None, -1.0),
+                              "eval/accuracy": (None, 0.0)},
+                      frozen={"reward/mean": (0.0, None), "reward/distinct_in_group": (None, 0.0),
+                              "eval/accuracy": (None, 0.0)}),
         smoke=dict(n_probe=32, hack_steps=30)),
     REAL_CPU_MODEL: dict(
         task=dict(name="word_problems"),                          # "What is 13 - 4? Show your work, then end with ####..."

@@ -8,9 +8,10 @@ each training run's (section 5), ``eval_every`` its held-out evaluations; ``prob
 move the policy off its reference before section 4 measures the gradient on one batch of ``probe_prompts``
 prompts; ``seeds`` one run per variant each; ``n_eval`` held-out problems and pairs; ``num_threads`` torch's.
 
-Claims about a run, checked only where they were measured (None / False elsewhere): ``min_pushed_out``, the
-pairs of section 4's batch whose margin the largest ``preference_beta`` pushes out of the clip range while the
-smallest keeps every one inside; ``every_run_moves``, every run of section 5 has groups with mixed rewards.
+Claims about a run, used only where they were measured (None / False elsewhere): ``min_pushed_out``, the
+pairs of section 4's batch whose margin the largest ``preference_beta`` usually pushes out of the clip range
+while the smallest keeps every one inside (printed beside the run's own); ``every_run_moves``, every run of
+section 5 has groups with mixed rewards (checked).
 VAPOR's own knobs (tags, epsilon, preference_beta, mu, temperature) are ``configs/vapor.yaml``'s, set in the
 notebook where each is introduced."""
 

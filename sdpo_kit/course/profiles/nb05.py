@@ -7,12 +7,13 @@ mode's smaller lab). The tiny lab's trainer values (``max_new_tokens``, ``temper
 checks it). ``templates`` names the teacher prompts' form (``lab.skill.TEMPLATES``: the lab's one-line
 ``compact`` form, or TRL's English defaults, ``trl``). A real model has no dial: one model, no warm start.
 
-``plain_spread`` is for the checks of section 7 on the full-size skill lab: the two ends' plain accuracy
-differ by at most this much, only the top's teacher reads a sibling's answer (None where the run is not that
-lab at full size: smoke mode, a real model). ``collapse`` and ``tie`` are section 6's checks on that lab's
-runs (seed 0): SDPO ends at least ``collapse`` below GRPO at the bottom of the dial, within ``tie`` of it at
-the top (the notebook's full-size run measured -0.735 and -0.005; ``benchmarks/bench_sdpo_lab.py`` over five
-seeds a median of -0.740 and +0.005). ``num_threads``: torch's threads (None: leave them)."""
+``plain_spread`` is for section 7 on the full-size skill lab, which prints the warm starts' numbers beside
+what they usually show: the two ends' plain accuracy differ by at most this much, only the top's teacher reads
+a sibling's answer (None where the run is not that lab at full size: smoke mode, a real model). ``collapse``
+and ``tie`` are the usual outcome of section 6's runs on that lab (seed 0), printed beside the run's own: SDPO
+ends at least ``collapse`` below GRPO at the bottom of the dial, within ``tie`` of it at the top (the
+notebook's full-size run measured -0.735 and -0.005; ``benchmarks/bench_sdpo_lab.py`` over five seeds a median
+of -0.740 and +0.005). ``num_threads``: torch's threads (None: leave them)."""
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
 

@@ -18,8 +18,8 @@ ends of its dial; a real model runs one model, with LoRA. The settings:
 ``max_hard``        hard questions used at most
 ``n_check``         questions the inline loops run on, to compare them with the library
 ``num_threads``     torch threads (None: leave them as they are); the tiny lab's matmuls are too small to split
-``check_dial``      True where the full-size run is checked for the dial's effect (section 8); None where a run
-                    is too small to show it, as in smoke mode
+``check_dial``      True where the full-size run prints the dial's effect beside its usual one (section 8);
+                    None where a run is too small to show it, as in smoke mode
 """
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB

@@ -10,8 +10,8 @@ takes apart; ``rm_steps`` / ``rm_eval_every`` the run on the reward model; ``see
 ``n_eval`` held-out questions; ``num_threads`` torch's CPU threads (None: leave torch's default);
 ``group`` / ``prompts`` what ``setup``'s preflight sizes the memory for (PPO samples one answer per prompt:
 ``group`` 1, ``prompts`` the batch size); ``kd_temperature`` the distillation temperature (``configs/teacher_student_ppo.yaml``'s);
-``min_kd_gap_closed`` the share of the student-to-teacher gap distillation alone is checked to close
-(median over seeds; measured on the tiny lab at full size by ``benchmarks/bench_ppo.py``, where it closes
+``min_kd_gap_closed`` the share of the student-to-teacher gap distillation alone usually closes, printed beside
+the run's (median over seeds; measured on the tiny lab at full size by ``benchmarks/bench_ppo.py``, where it closes
 about 0.9; None where no run measured it, and in smoke mode)."""
 
 from sdpo_kit.core.profiles import REAL_CPU_MODEL, T4_MODEL, TINY_LAB
