@@ -39,10 +39,12 @@ def position_note(summary: dict) -> list[str]:
 def first_run_fields(res: dict) -> dict:
     s, runs = res["summary"], res["runs"]
     afters = sorted(r["after"] for r in runs)
+    paces = sorted(r["s_per_step"] for r in runs)
     return {"before": f"{s['median_before']:.2f}", "after": f"{s['median_after']:.2f}",
             "after_low": f"{afters[0]:.2f}", "after_high": f"{afters[-1]:.2f}", "lift": f"{s['median_lift']:+.2f}",
             "min_lift": f"{s['min_lift']:+.2f}", "wall_s": f"{s['median_wall_s']:.0f}",
             "wall_min": f"{-(-s['max_wall_s'] // 60):.0f}", "s_per_step": f"{s['median_s_per_step']:.1f}",
+            "s_per_step_low": f"{paces[0]:.0f}", "s_per_step_high": f"{-(-paces[-1] // 1):.0f}",
             "n_eval": str(s["n_eval"]), "seeds": str(len(runs)),
             **{k: f"{v:.2f}" for k, v in s.get("position", {}).items()}}
 
