@@ -258,3 +258,13 @@ def run_config(path: str, overrides: dict) -> dict:
     cfg = load_config(ROOT / path, overrides)
     return train(cfg, config_path=path)
 
+
+def parse_pins(items: list[str], methods) -> dict[str, float]:
+    """``--lr METHOD=LR ...`` as ``{method: lr}``; SystemExit on a method not in ``methods`` or no rate."""
+    pinned = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in methods or not value:
+            raise SystemExit(f"--lr takes METHOD=LR with METHOD from {methods}, got {item!r}")
+        pinned[name] = float(value)
+    return pinned

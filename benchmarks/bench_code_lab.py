@@ -58,7 +58,7 @@ import time
 from pathlib import Path
 
 import runner
-from _common import median, parse_args, results_path, write_results
+from _common import median, parse_args, parse_pins, results_path, write_results
 from code_lab import BLEND_WEIGHT, CONFIG, METHODS, VARIANTS, method_config  # the code lab's variants and methods
 from lab import pick_lrs  # the skill lab's lr pick
 from runner import add_runner_args, journal_path
@@ -252,16 +252,6 @@ def pool_discovery(per_seed: dict, budgets: list[int], draws: int = 2000) -> dic
     return out
 
 
-def parse_pins(items: list[str]) -> dict:
-    pinned = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        if name not in METHODS or not value:
-            raise SystemExit(f"--lr takes METHOD=LR with METHOD from {METHODS}, got {item!r}")
-        pinned[name] = float(value)
-    return pinned
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--variant", choices=sorted(VARIANTS), default="top")
@@ -289,7 +279,7 @@ def main():
         raise SystemExit("--dial takes step counts >= 0")
     if set(args.seeds) & set(args.tune_seeds):
         raise SystemExit(f"seeds {sorted(set(args.seeds) & set(args.tune_seeds))} are both tuning and reporting seeds")
-    pinned = parse_pins(args.lr)
+    pinned = parse_pins(args.lr, METHODS)
     steps = args.steps or method_config("grpo", 0, args.variant)["trainer"]["max_steps"]
 
     journal = journal_path(results_path("code_lab", args.out).stem, args.resume)

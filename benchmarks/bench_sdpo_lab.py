@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import parse_args, results_path, write_results
+from _common import parse_args, parse_pins, results_path, write_results
 from lab import BASE_CONFIG, DIALS, METHODS, base, dial_values, pick_lrs, run_all, teacher_table, warm_start_for
 from runner import add_runner_args, journal_path
 
@@ -96,17 +96,6 @@ def arguments() -> argparse.ArgumentParser:
     return ap
 
 
-def parse_pins(items: list[str]) -> dict[str, float]:
-    """``--lr METHOD=LR ...`` as ``{method: lr}``; SystemExit on a method not in ``METHODS`` or no rate."""
-    pinned = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        if name not in METHODS or not value:
-            raise SystemExit(f"--lr takes METHOD=LR with METHOD from {METHODS}, got {item!r}")
-        pinned[name] = float(value)
-    return pinned
-
-
 def tune_and_run(args, dials: list[int], lab: dict | None, pinned: dict, journal) -> tuple[list, list, dict]:
     """Part 2: each method's learning rate (pinned, or tuned on ``--tune-seeds`` at the top dial), then its runs
     on ``--seeds``: ``(runs, tuning, lrs)``."""
@@ -133,7 +122,7 @@ def main():
     bad = [d for d in dials if lab and not 0 <= d <= lab["sft_steps"]]
     if bad:   # context steps are joined to the last ``dial`` of the plain steps: fail before any warm start
         raise SystemExit(f"--dial takes context steps from 0 to --sft-steps ({args.sft_steps}), got {bad}")
-    pinned = parse_pins(args.lr)
+    pinned = parse_pins(args.lr, METHODS)
 
     journal = journal_path(results_path("sdpo_lab", args.out).stem, args.resume)
     teacher = teacher_table(dials, lab)
