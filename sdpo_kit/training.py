@@ -1,7 +1,7 @@
 """The training API: ``train(config)`` runs one job, as ``sdpo-kit train`` does.
 
     train(config, *, advantage_fn=None, loss_fn=None, distill_fn=None, gae_fn=None, overrides=None,
-          resume_from=None, dashboard=None, config_path=None, command=None) -> summary dict
+          resume_from=None, dashboard=None, config_path=None, command=None, show=0) -> summary dict
     checked_run(config, overrides, pieces) -> (cfg, task)   every check that needs no model
     run_checked(cfg, task, pieces, ...)     the run itself: policy, rewards, trainer, saved model
     set_threads(n, model_name)        torch CPU threads for a run (the config's, else 1 for the tiny lab)
