@@ -54,3 +54,16 @@ def test_a_run_that_logged_nothing_is_an_error_that_says_why(tmp_path):
     write(partial, {1: [[0, 1, 0]]})
     with pytest.raises(ValueError, match="whole group of 4"):
         group_to_show(partial, G)
+
+
+def test_the_lift_notebook_00_prints_against_is_the_measured_smallest():
+    """The real model's profile prints the learner's lift beside ``min_lift``: the smallest lift of the first
+    run's benchmark over seeds not used to pick the config (``benchmarks/results/first_run.json``), not a
+    number typed apart from it."""
+    from pathlib import Path
+
+    from sdpo_kit.core.profiles import REAL_CPU_MODEL
+    from sdpo_kit.course.profiles.nb00 import PROFILES
+
+    results = json.loads((Path(__file__).resolve().parents[1] / "benchmarks/results/first_run.json").read_text())
+    assert PROFILES[REAL_CPU_MODEL]["min_lift"] == round(results["summary"]["min_lift"], 2)
