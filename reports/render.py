@@ -1,5 +1,6 @@
 """Render the number tables of the README, docs/benchmarks.md (every benchmark's) and the concept pages, and the
-notebooks' reference figures, from benchmarks/results/.
+notebooks' reference figures, from benchmarks/results/; an executed copy whose code is its notebook's takes the
+notebook's prose (``reports/executed.py``).
 
     python reports/render.py            # rewrite what sits between the report markers
     python reports/render.py --check    # exit 1 if a rendered file is out of date or a results file
@@ -55,6 +56,7 @@ from reports.code import (  # noqa: E402
 from reports.course import first_run, first_run_fields, lab_heldout_fields  # noqa: E402
 from reports.demo import demo, demo_plateau, demo_plateau_fields, demo_variant, lab, speed  # noqa: E402
 from reports.docs import DOC_FIELDS  # noqa: E402
+from reports.executed import with_notebook_prose  # noqa: E402
 from reports.gpu import gpu_runs_table, gpu_status_fields  # noqa: E402
 from reports.notebooks import fresh_clone, notebook_fields, notebook_reference, notebook_wall_fields, notebooks  # noqa: E402
 from reports.pins import install_pip, pins_fields  # noqa: E402
@@ -93,6 +95,7 @@ from reports.staleness import STALE_NOTE, describe, scan, shallow  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+EXECUTED = RESULTS / "executed" / "notebooks"   # the full-size run's executed copies, shown on the docs site
 BLOCK = re.compile(r"(<!-- report:([\w-]+) -->\n)(.*?)(\n?<!-- /report:\2 -->)", re.S)
 # a number inside prose: <!--f:sdpo.teacher_demo_acc-->1.000<!--/f--> (FIELDS below computes it)
 FIELD = re.compile(r"(<!--f:([\w-]+)\.(\w+)-->)(.*?)(<!--/f-->)", re.S)
@@ -232,8 +235,8 @@ def targets() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
             *sorted((ROOT / "docs" / "concepts").glob("*.md")),
             *sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")),
-            # the executed copies the site shows: their prose's numbers equal their notebooks'
-            *sorted((ROOT / "benchmarks" / "results" / "executed" / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+            # the executed copies the site shows: their prose and its numbers are their notebooks'
+            *sorted(EXECUTED.glob("[0-9][0-9]_*.ipynb"))]
 
 
 def render_file(path: Path) -> tuple[str, str]:
@@ -242,6 +245,10 @@ def render_file(path: Path) -> tuple[str, str]:
     if path.suffix != ".ipynb":
         return old, render_text(old)
     nb, changed = json.loads(old), False
+    if path.parent == EXECUTED:   # a copy of a notebook takes the notebook's prose first (reports/executed.py)
+        synced = with_notebook_prose(nb, json.loads((ROOT / "notebooks" / path.name).read_text()))
+        if synced is not None and synced != nb:
+            nb, changed = synced, True
     for cell in nb["cells"]:
         text = "".join(cell["source"])
         if cell["cell_type"] == "markdown" and ("<!-- report:" in text or "<!--f:" in text) \

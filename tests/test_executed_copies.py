@@ -1,8 +1,8 @@
 """The docs site shows today's notebooks: each notebook has an executed copy (``make executed``) whose code and
 markdown are the notebook's own, whose first cell names the run, and whose outputs a page can show.
 
-A notebook changed without its copy made again fails here, so the copy is refreshed with the notebook. The
-values of rendered numbers (``<!--f:...-->value<!--/f-->``, rewritten by ``reports/render.py`` when a
+A notebook whose code changed without its copy made again fails here, so the copy is refreshed with the notebook
+(``reports/render.py`` gives a copy whose code is unchanged its notebook's prose). The values of rendered numbers (``<!--f:...-->value<!--/f-->``, rewritten by ``reports/render.py`` when a
 results file changes) are left out of the comparison; everything else must be equal. The outputs: no cell
 prints more than 20,000 characters, none shows a machine path, no widget output is kept (a page cannot run
 it), and a notebook that trains under a dashboard or draws an explorer shows a plain image.
@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]   # reports/ (a package at the root) and benchmarks/
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 EXECUTED = ROOT / "benchmarks" / "results" / "executed" / "notebooks"
 FIELD_VALUE = re.compile(r"(<!--f:[\w-]+\.\w+-->).*?(<!--/f-->)", re.S)
@@ -73,3 +73,19 @@ def test_the_output_checks_can_fail():
     ])
     problems = bench_notebooks.output_problems(nb)
     assert [p.split(" ")[1] for p in problems] == ["0", "1", "2"], problems
+
+
+def test_a_copy_takes_its_notebook_s_prose_only_while_its_code_is_the_notebook_s():
+    """Markdown follows the notebook; outputs stay; a code cell that differs leaves the copy alone (it must run
+    again)."""
+    from reports.executed import with_notebook_prose
+
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    ran = code("print(1)", outputs=[nbformat.v4.new_output("stream", name="stdout", text="1\n")])
+    copy = nbformat.v4.new_notebook(cells=[md("Executed at commit `abc1234`"), md("old prose"), ran])
+    notebook = nbformat.v4.new_notebook(cells=[md("new prose"), code("print(1)")])
+    synced = with_notebook_prose(copy, notebook)
+    assert [c["source"] for c in synced["cells"]] == ["Executed at commit `abc1234`", "new prose", "print(1)"]
+    assert synced["cells"][2]["outputs"] == ran["outputs"] and copy["cells"][1]["source"] == "old prose"
+    assert with_notebook_prose(copy, nbformat.v4.new_notebook(cells=[md("new prose"), code("print(2)")])) is None
+    assert with_notebook_prose(copy, nbformat.v4.new_notebook(cells=[md("new prose")])) is None
