@@ -2,8 +2,9 @@
 markdown are the notebook's own, whose first cell names the run, and whose outputs a page can show.
 
 A notebook whose code changed without its copy made again fails here, so the copy is refreshed with the notebook
-(``reports/render.py`` gives a copy whose code is unchanged its notebook's prose). The values of rendered numbers (``<!--f:...-->value<!--/f-->``, rewritten by ``reports/render.py`` when a
-results file changes) are left out of the comparison; everything else must be equal. The outputs: no cell
+(``reports/render.py`` gives a copy whose code is unchanged its notebook's prose). The values of rendered
+numbers (``<!--f:...-->value<!--/f-->``, rewritten by ``reports/render.py`` when a results file changes) are
+left out of the comparison; everything else must be equal. The outputs: no cell
 prints more than 20,000 characters, none shows a machine path, no widget output is kept (a page cannot run
 it), and a notebook that trains under a dashboard or draws an explorer shows a plain image.
 """
