@@ -116,7 +116,8 @@ EXPERIMENTS = {
                                                      "real_vapor", "real_ppo"), "real"),
     "real_decode": Experiment("bench_decode.py", ("real_grpo",), "real"),
     # the policy samples (fp32); as shipped (auto), a CPU that multiplies bf16 samples as real_learn_bf16
-    "real_learn": Experiment("bench_real.py learn --set trainer.sampling_dtype=float32", ("real_grpo_fp32",), "real"),
+    "real_learn": sweep("real_learn", "configs/real_grpo.yaml", "real", seeds=(1, 2, 3),
+                        set={"trainer.sampling_dtype": "float32"}),
     "real_learn_bf16": sweep("real_learn_bf16", "configs/real_grpo.yaml", "real", seeds=(1, 2, 3),
                              set={"trainer.sampling_dtype": "bfloat16"}),
     "real_sdpo": Experiment("bench_real.py sdpo", ("real_grpo_fp32", "real_sdpo", "real_sdpo_rlhf_book"), "real"),
