@@ -3,8 +3,6 @@
     python benchmarks/bench_real.py tasks [--n 100]                    -> results/real_tasks.json
     python benchmarks/bench_real.py speed [--steps 4] [--threads 2] [--runs ALGORITHM:BACKEND ...]
                                                                        -> results/real_speed.json
-    python benchmarks/bench_real.py learn [--seeds 1 2 3] [--threads 2] [--set KEY=VALUE ...]
-                                                                       -> results/real_learn.json
     python benchmarks/bench_real.py sdpo [--seeds 1 2 3] [--methods M ...] [--threads 2]    -> results/real_sdpo.json
 
 ``tasks``: held-out accuracy of every level of ``word_problems`` (``tasks/word_problems.py`` LEVELS, and the
@@ -22,9 +20,9 @@ step against TRL's, side by side. ``grpo:scratch`` samples as the config says (`
 bf16 copy of the policy on a CPU that multiplies bf16, its samples corrected in the loss; each run records what it
 resolved to), ``grpo:scratch_fp32`` with the policy itself.
 
-``learn``: GRPO as ``configs/real_grpo.yaml`` sets it, once per seed, held-out greedy accuracy before and after,
-with the evaluation's standard error (sqrt(p (1 - p) / n) at the start): the lift is real when it passes two
-of them. Each run's wall time is recorded, and the precision it sampled in; the config fits 30 minutes on 2 cores.
+GRPO's learning on this model, before and after per seed, is declared as data (``experiments.py``: the sweeps
+``real_learn``, the policy sampling in fp32, and ``real_learn_bf16``, a bf16 copy sampling) and run by
+``python benchmarks/run.py NAME``.
 
 ``sdpo``: GRPO against SDPO from successful siblings only (this model copies a demonstration but does not read the
 checker's feedback), with TRL's defaults (``configs/real_sdpo.yaml``) and the RLHF book's small-model recipe
@@ -194,21 +192,6 @@ def bench_speed(steps: int, threads: int, only: list[str] | None = None) -> tupl
     return runs, summary
 
 
-# --- learn --------------------------------------------------------------------------------
-def bench_learn(seeds: list[int], threads: int, overrides: dict) -> list[dict]:
-    runs = []
-    for seed in seeds:
-        with tempfile.TemporaryDirectory() as out:
-            t0 = time.perf_counter()
-            s = run_config(CONFIGS["grpo"], {"trainer.seed": seed, "output_dir": out, "threads": threads, **overrides})
-        accs = [(r["step"], r["eval/accuracy"]) for r in s["history"] if r.get("eval/accuracy") is not None]
-        runs.append({"seed": seed, "before": s["before"], "after": s["after"], "lift": s["after"] - s["before"],
-                     "acc_by_step": accs, "wall_s": time.perf_counter() - t0, "s_per_step": s["s_per_step"],
-                     "reward_by_step": [r.get("reward/mean") for r in s["history"] if "loss" in r]})
-        print(f"seed {seed}: {s['before']:.3f} -> {s['after']:.3f} in {runs[-1]['wall_s'] / 60:.1f} min", flush=True)
-    return runs
-
-
 # --- sdpo ---------------------------------------------------------------------------------
 SDPO_METHODS = {"grpo": ("configs/real_grpo.yaml", {"trainer.sampling_dtype": "float32"}),   # as SDPO's loops sample
                 "sdpo": ("configs/real_sdpo.yaml", {"trainer.include_environment_feedback": False}),
@@ -291,7 +274,7 @@ def resumed(args) -> tuple[list[dict], dict, list[int]]:
 
 def arguments() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["tasks", "speed", "learn", "sdpo"])
+    ap.add_argument("what", choices=["tasks", "speed", "sdpo"])
     ap.add_argument("--methods", nargs="+", default=list(SDPO_METHODS), choices=list(SDPO_METHODS),
                     help="sdpo: methods")
     ap.add_argument("--n-teacher", type=int, default=100, help="sdpo: held-out questions for the teacher's head start")
@@ -307,7 +290,6 @@ def arguments() -> argparse.ArgumentParser:
                     help="sdpo: keep the runs results/real_sdpo.json holds (and its teacher) and run only the missing "
                          "(method, seed) pairs; --methods holds the file's methods and may add more (run on every "
                          "seed)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="learn: config overrides")
     return ap
 
 
@@ -346,33 +328,12 @@ def write_sdpo(args) -> None:
     save(runs, complete=True)
 
 
-def write_learn(args) -> None:
-    from sdpo_kit.cli import parse_set
-    from sdpo_kit.core.sampler_copy import resolve_sampling_dtype
-
-    overrides = parse_set(args.set)
-    runs = bench_learn(args.seeds, args.threads, overrides)
-    p0 = median([r["before"] for r in runs])
-    from sdpo_kit.registry import load_config
-
-    cfg = load_config(CONFIGS["grpo"], overrides)
-    n = cfg.task.get("n_eval", 100)
-    se = (p0 * (1 - p0) / n) ** 0.5
-    lifts = [r["lift"] for r in runs]
-    summary = {"median_before": p0, "median_after": median([r["after"] for r in runs]),
-               "median_lift": median(lifts), "min_lift": min(lifts), "eval_se": se, "n_eval": n,
-               "lifts_over_2se": sum(x > 2 * se for x in lifts),
-               "median_wall_min": median([r["wall_s"] for r in runs]) / 60,
-               "sampling_dtype": resolve_sampling_dtype(cfg.trainer.sampling_dtype, "cpu")[0]}
-    config = {"config": CONFIGS["grpo"], "seeds": args.seeds, "threads": args.threads, "overrides": overrides}
-    write_results("real_learn", config=config, runs=runs, summary=summary)
-
-
 def main():
     ap = arguments()
     args = parse_args(ap)
     torch.set_num_threads(args.threads)
-    {"tasks": write_tasks, "speed": write_speed, "sdpo": write_sdpo, "learn": write_learn}[args.what](args)
+    {"tasks": write_tasks, "speed": write_speed, "sdpo": write_sdpo}[args.what](args)
+
 
 if __name__ == "__main__":
     main()

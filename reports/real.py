@@ -1,9 +1,10 @@
-"""The real CPU model's blocks and fields (``bench_real.py``'s results files), for ``render.py``.
+"""The real CPU model's blocks and fields (``bench_real.py``'s results files and the ``real_learn`` sweeps), for
+``render.py``.
 
     real-tasks   held-out accuracy of each word_problems level: greedy, sampled, groups with a signal
     real-speed   s/step, trained tokens per second and peak memory of every algorithm and backend,
                  against the limit the machine's matmul speed sets
-    real-learn   GRPO's held-out accuracy before and after, per seed, against two standard errors
+    real-learn   GRPO's held-out accuracy before and after, per seed (real-learn-bf16: a bf16 copy samples)
     real-sdpo    GRPO against SDPO (and the RLHF book's recipe) per seed, with the untrained teacher's head start
 """
 
@@ -143,8 +144,9 @@ def half(s: dict) -> list[str]:
                 "sampler; elsewhere the policy samples itself, as it does by default."]
 
 
-def real_learn_bf16(res: dict) -> str:
-    """GRPO sampling from the bf16 copy, per seed (a sweep: ``run.py real_learn_bf16``)."""
+def real_learn(res: dict) -> str:
+    """GRPO on the real model, per seed: a sweep (``run.py real_learn``: the policy samples in fp32;
+    ``run.py real_learn_bf16``: a bf16 copy samples)."""
     s = res["summary"]
     rows = [[r["seed"], r["before"], r["after"], f"{r['lift']:+.3f}", f"{r['wall_s'] / 60:.1f}"] for r in res["runs"]]
     return "\n".join([md_table(["seed", "before", "after", "lift", "wall min"], rows), "",
@@ -158,33 +160,11 @@ def fmt_overrides(overrides: dict) -> str:
     return ", ".join(f"`{k}={v}`" for k, v in overrides.items())
 
 
-def real_learn(res: dict) -> str:
-    s = res["summary"]
-    rows = [[r["seed"], r["before"], r["after"], f"{r['lift']:+.3f}", f"{r['wall_s'] / 60:.1f}"] for r in res["runs"]]
-    return "\n".join([
-        md_table(["seed", "before", "after", "lift", "wall min"], rows), "",
-        f"Median lift **{s['median_lift']:+.3f}** ({s['median_before']:.3f} -> {s['median_after']:.3f}); two standard "
-        f"errors of the {s['n_eval']}-question evaluation are {2 * s['eval_se']:.3f}, passed by "
-        f"{s['lifts_over_2se']} of {len(res['runs'])} seeds. `{res['config']['config']}`{sampler(res)}, "
-        f"{res['config']['threads']} threads, "
-        f"median {s['median_wall_min']:.1f} min a run.", "", provenance(res)])
-
-
-def sampler(res: dict) -> str:
-    """How ``real_learn``'s runs sampled: the precision the file records, else the policy's own fp32 (files made
-    before ``trainer.sampling_dtype`` existed)."""
-    dtype = res["summary"].get("sampling_dtype", "float32")
-    if dtype == "float32":
-        return " sampling from the policy in fp32"
-    return f" sampling from a {dtype} copy of the policy"
-
-
 def real_fields(res: dict) -> dict:
     """``real_learn``'s numbers for prose."""
     s = res["summary"]
-    return {"median_lift": f"{s['median_lift']:+.3f}", "before": fmt(s["median_before"]),
-            "after": fmt(s["median_after"]), "two_se": fmt(2 * s["eval_se"]),
-            "past": f"{s['lifts_over_2se']} of {len(res['runs'])}", "wall_min": f"{s['median_wall_min']:.0f}"}
+    return {"median_lift": f"{s['median_lift']:+.3f}", "after": fmt(s["median_after"]),
+            "wall_min": f"{s['median_wall_s'] / 60:.0f}"}
 
 
 def real_tasks_fields(res: dict) -> dict:

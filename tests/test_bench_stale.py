@@ -89,13 +89,13 @@ def test_results_not_measured_yet_are_planned_too(monkeypatch, capsys, tmp_path)
     (tmp_path / "a.json").write_text("{}")
     assert bench_stale.missing(tmp_path, order=["a", "b", "c"]) == ["b", "c"]
     monkeypatch.setattr(bench_stale, "scan", lambda results: [])
-    monkeypatch.setattr(bench_stale, "missing", lambda results: ["real_learn", "demo_plateau"])
+    monkeypatch.setattr(bench_stale, "missing", lambda results: ["real_tasks", "demo_plateau"])
     monkeypatch.setattr(bench_stale, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
     assert bench_stale.main(["--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert out.index("bench_demo_plateau.py") < out.index("bench_real.py learn"), out
-    assert "real_learn.json: not measured yet" in out and "2 results files to measure" in out
-    assert bench_stale.main(["--dry-run", "--only", "real_learn.json"]) == 0
+    assert out.index("bench_demo_plateau.py") < out.index("bench_real.py tasks"), out
+    assert "real_tasks.json: not measured yet" in out and "2 results files to measure" in out
+    assert bench_stale.main(["--dry-run", "--only", "real_tasks.json"]) == 0
     assert "bench_demo_plateau" not in capsys.readouterr().out
 
 
