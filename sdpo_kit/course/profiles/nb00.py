@@ -17,7 +17,8 @@ PROFILES = {
     T4_MODEL: dict(   # not measured here (no hub): a 0.5B model answers one-step sums, so three terms of two digits
         config="first_run", n_show=6, min_lift=None,
         overrides={"model.name": T4_MODEL, "task.max_operand": 99, "task.terms": 3,
-                   "trainer.max_steps": 40, "trainer.prompts_per_step": 8, "trainer.learning_rate": 1e-4},
+                   "trainer.max_steps": 40, "trainer.prompts_per_step": 8, "trainer.learning_rate": 1e-4,
+                   "trainer.lr_scheduler_type": "constant", "trainer.max_completion_length": 16},
         smoke=dict(overrides={"model.name": T4_MODEL, "trainer.max_steps": 2, "task.n_eval": 8}, n_show=3)),
     TINY_LAB: dict(   # the microscope: the demo run, "3+5+1=" answered on the first line
         config="demo", overrides={"trainer.max_steps": 300, "trainer.eval_every": 50}, n_show=6,
