@@ -45,7 +45,7 @@ def first_run_fields(res: dict) -> dict:
             "min_lift": f"{s['min_lift']:+.2f}", "wall_s": f"{s['median_wall_s']:.0f}",
             "wall_min": f"{-(-s['max_wall_s'] // 60):.0f}", "s_per_step": f"{s['median_s_per_step']:.1f}",
             "s_per_step_low": f"{paces[0]:.0f}", "s_per_step_high": f"{-(-paces[-1] // 1):.0f}",
-            "n_eval": str(s["n_eval"]), "seeds": str(len(runs)),
+            "n_eval": str(s["n_eval"]), "seeds": str(len(runs)), "steps": str(runs[0]["steps"]),
             **{k: f"{v:.2f}" for k, v in s.get("position", {}).items()}}
 
 
