@@ -71,7 +71,7 @@ LR = "--lr " + " ".join(f"{m}=1e-05" for m in ("sdpo", "sdpo_loss_third", "sdpo_
 EXPERIMENTS = {
     "speed": Experiment("bench_speed.py", ("demo",), "demo"),
     "demo": sweep("demo", "configs/demo.yaml", "demo"),
-    "first_run": Experiment("bench_first_run.py --seeds 51 52 53 54 55 56 57 58 59 60", ("first_run",), "first_run"),
+    "first_run": Experiment("bench_first_run.py --seeds 71 72 73 74 75 76 77 78 79 80", ("first_run",), "first_run"),
     "own_task": Experiment("bench_first_run.py --config examples/own_task/config.yaml --name own_task", ("own_task",),
                            "own_task"),
     "demo_constant_lr": sweep("demo_constant_lr", "configs/demo.yaml", "demo",

@@ -18,8 +18,10 @@ PROFILES = {
         config="first_run", n_show=6, min_lift=None,
         overrides={"model.name": T4_MODEL, "task.max_operand": 99, "task.terms": 3,
                    "trainer.max_steps": 40, "trainer.prompts_per_step": 8, "trainer.learning_rate": 1e-4,
-                   "trainer.lr_scheduler_type": "constant", "trainer.max_completion_length": 16},
-        smoke=dict(overrides={"model.name": T4_MODEL, "trainer.max_steps": 2, "task.n_eval": 8}, n_show=3)),
+                   "trainer.lr_scheduler_type": "constant", "trainer.max_completion_length": 16,
+                   "trainer.beta": 0.0},   # no frozen reference copy of a model that may be 4-bit
+        smoke=dict(overrides={"model.name": T4_MODEL, "trainer.max_steps": 2, "task.n_eval": 8, "trainer.beta": 0.0},
+                   n_show=3)),
     TINY_LAB: dict(   # the microscope: the demo run, "3+5+1=" answered on the first line
         config="demo", overrides={"trainer.max_steps": 300, "trainer.eval_every": 50}, n_show=6,
         min_lift=0.1,
